@@ -1,0 +1,167 @@
+"""The repository's `.github/kernelbot.yml`: typed at load, unknown keys rejected with the closest valid key."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kernelbot.errors import ConfigError
+
+CONFIG_PATH = ".github/kernelbot.yml"
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tolerance(_Strict):
+    atol: float = Field(gt=0)  # absolute tolerance in |out - ref| <= atol + rtol*|ref|
+    rtol: float = Field(gt=0)  # relative tolerance
+
+
+class PrecisionPolicy(_Strict):
+    allow_tf32: bool = False  # candidates may use TF32 matmul/conv (reported as a precision change)
+    allow_bf16: bool = False  # candidates may autocast to bf16/fp16 (reported as a precision change)
+
+
+class HarnessSettings(_Strict):
+    timeout_s: float = Field(default=300.0, gt=0)  # wall-clock limit of one evaluation process
+    seeds: int = Field(default=5, ge=5)  # fresh input sets for the correctness check (>= 5 by protocol)
+    min_samples: int = Field(default=10, ge=10)  # timing samples before the adaptive rule may stop
+    max_samples: int = Field(default=200, ge=10)
+    target_rse: float = Field(default=0.005, gt=0)  # stop when std-error/mean falls under this
+    time_budget_s: float = Field(default=5.0, gt=0)  # per timed subject
+    memory_limit_mb: int = Field(default=16384, ge=512)  # address-space cap on CPU evaluations
+
+
+class OperatorDecl(_Strict):
+    """An operator declared in config rather than found as a KernelBench-form file."""
+
+    name: str
+    callable: str  # "path/to/module.py:function" (relative to the repository root) or "pkg.mod:function"
+    inputs: str  # input factory, same form; called with the keyword args it accepts: shape, dtype, device
+    reference: str | None = None  # what the callable must match; also the eager baseline when given
+    sources: list[str] = []  # CUDA/C++ files it builds from (a change to one marks this operator)
+    dtypes: list[str] = ["float32"]
+    shapes: list[list[int]] = []  # every shape is checked for correctness; the first one is timed
+    devices: list[Literal["cpu", "cuda"]] = ["cpu", "cuda"]
+    tolerance: Tolerance | None = None
+    precision: PrecisionPolicy | None = None
+    threshold: float | None = Field(default=None, gt=0, lt=1)  # practical regression threshold
+
+    @field_validator("dtypes")
+    @classmethod
+    def _known_dtypes(cls, value: list[str]) -> list[str]:
+        for dtype in value:
+            if dtype not in DTYPES:
+                raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+        return value
+
+    @field_validator("callable", "inputs", "reference")
+    @classmethod
+    def _entry_point(cls, value: str | None) -> str | None:
+        if value is not None and ":" not in value:
+            raise ValueError(f"{value!r} must be 'module_or_file:attribute'")
+        return value
+
+
+class Paths(_Strict):
+    watch: list[str] = ["**/*.py"]  # glob patterns of files that may hold KernelBench-form operators
+    ignore: list[str] = ["tests/**", "**/test_*.py", ".github/**"]
+
+
+class AgentSettings(_Strict):
+    kind: Literal["search", "llm", "none"] = "none"
+    model: str | None = None
+    api_base: str | None = None
+    max_turns: int = Field(default=12, ge=1)
+    max_cost_usd: float = Field(default=2.0, ge=0)
+    budget: int = Field(default=8, ge=1)  # candidates per operator
+    time_s: float = Field(default=900.0, gt=0)  # wall time per operator
+
+
+class Thresholds(_Strict):
+    regression: float = Field(default=0.03, gt=0, lt=1)  # |head/base - 1| needed to call a change
+    p_value: float = Field(default=0.01, gt=0, lt=1)
+    max_rounds: int = Field(default=3, ge=1)  # extra sampling rounds before saying "ambiguous"
+
+
+class Triggers(_Strict):
+    min_permission: Literal["write", "maintain", "admin"] = "write"
+    fork_label: str = "kernelbot:run"
+
+
+class Config(_Strict):
+    version: Literal[1] = 1
+    paths: Paths = Paths()
+    operators: list[OperatorDecl] = []
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: PrecisionPolicy = PrecisionPolicy()
+    harness: HarnessSettings = HarnessSettings()
+    agent: AgentSettings = AgentSettings()
+    thresholds: Thresholds = Thresholds()
+    triggers: Triggers = Triggers()
+    database: str | None = None  # SQLAlchemy URL; SQLite under the user's data directory when unset
+
+    def operator(self, name: str) -> OperatorDecl | None:
+        return next((op for op in self.operators if op.name == name), None)
+
+
+def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names valid at `loc`, walking nested models and list items."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part) if isinstance(current, type) else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        args = getattr(annotation, "__args__", ())
+        candidates = [annotation, *args]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return []
+    return list(current.model_fields) if isinstance(current, type) else []
+
+
+def _describe(error: Any, path: str) -> str:
+    loc = tuple(error["loc"])
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    if error["type"] == "extra_forbidden":
+        valid = _valid_keys(Config, loc)
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
+        return f"{path}: unknown key '{key}': {hint}"
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{path}: key '{key}': {message}; fix the value and run again"
+
+
+def parse_config(data: Any, path: str = CONFIG_PATH) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc.errors()[0], path)) from None
+
+
+def load_config(repo: Path) -> Config:
+    """Load `.github/kernelbot.yml` under `repo`; a repository without one gets the defaults."""
+    path = repo / CONFIG_PATH
+    if not path.exists():
+        return Config()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{CONFIG_PATH}:{where} is not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from None
+    return parse_config(data, CONFIG_PATH)

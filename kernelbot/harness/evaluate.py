@@ -1,0 +1,102 @@
+"""Parent side: evaluate one subject (load, check on fresh seeds, time) in its own sandbox."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelbot.harness.results import Evaluation, Timing
+from kernelbot.harness.sandbox import Sandbox, SandboxFailure
+
+
+@dataclass(frozen=True)
+class Settings:
+    timeout_s: float = 300.0  # per request to the worker (load, check, or one timing run)
+    seeds: int = 5  # fresh input sets for the correctness check
+    min_samples: int = 10
+    max_samples: int = 200
+    target_rse: float = 0.005
+    time_budget_s: float = 5.0
+    memory_limit_mb: int = 16384
+    cache_dir: Path | None = None  # torch.compile / Triton caches, per fingerprint
+
+
+class Handle:
+    """A live sandbox holding one loaded subject; lets the caller interleave timing of several."""
+
+    def __init__(self, job: dict[str, Any], subject: str, settings: Settings, *,
+                 candidate: str | None = None, compile_mode: str | None = None) -> None:
+        self.subject, self.settings = subject, settings
+        self.sandbox = Sandbox(device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir)
+        self.failure: Evaluation | None = None
+        self.calls: int | None = None  # fixed after the first timing batch so later batches compare
+        load = {**job, "subject": subject, "candidate": candidate, "compile_mode": compile_mode}
+        self._ask({"cmd": "load", "job": load})
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any] | None:
+        if self.failure is not None:
+            return None
+        try:
+            answer = self.sandbox.request(command, self.settings.timeout_s)
+        except SandboxFailure as exc:
+            self.failure = Evaluation(self.subject, exc.status, exc.reason)
+            self.sandbox.kill()
+            return None
+        if not answer.get("ok"):
+            self.failure = Evaluation(self.subject, answer["status"], answer.get("reason", ""),
+                                      answer.get("max_abs_err"), answer.get("max_rel_err"))
+            self.sandbox.kill()
+            return None
+        return answer
+
+    def check(self) -> dict[str, Any] | None:
+        seeds = [secrets.randbelow(2**31 - 1) for _ in range(self.settings.seeds)]  # fresh every time
+        return self._ask({"cmd": "check", "seeds": seeds})
+
+    def time_batch(self, min_samples: int, max_samples: int, budget_s: float) -> dict[str, Any] | None:
+        answer = self._ask({"cmd": "time", "min_samples": min_samples, "max_samples": max_samples,
+                            "target_rse": self.settings.target_rse, "budget_s": budget_s,
+                            "calls": self.calls, "seed": secrets.randbelow(2**31 - 1)})
+        if answer is not None:
+            self.calls = answer["calls_per_sample"]
+        return answer
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def timing_from(answers: list[dict[str, Any]]) -> Timing:
+    raw = [t for a in answers for t in a["times_ms"]]
+    last = answers[-1]
+    clocks = [answers[0]["sm_clock_mhz"][0], last["sm_clock_mhz"][-1]]
+    return Timing.from_samples(raw, last["calls_per_sample"], last["stopped_by"], sm_clock_mhz=clocks,
+                               l2_flush=last["l2_flush"], l2_persist_reset=last["l2_persist_reset"])
+
+
+def evaluate(job: dict[str, Any], subject: str, settings: Settings, *, candidate: str | None = None,
+             compile_mode: str | None = None, time_it: bool = True) -> Evaluation:
+    """Check `subject` against the operator's reference on fresh seeds, then time it (adaptive)."""
+    with Handle(job, subject, settings, candidate=candidate, compile_mode=compile_mode) as handle:
+        checked = handle.check()
+        if checked is None:
+            assert handle.failure is not None
+            return handle.failure
+        result = Evaluation(subject, "ok", max_abs_err=checked["max_abs_err"], max_rel_err=checked["max_rel_err"],
+                            degenerate=checked["degenerate"], cases=checked["cases"])
+        if time_it:
+            answer = handle.time_batch(settings.min_samples, settings.max_samples, settings.time_budget_s)
+            if answer is None:
+                assert handle.failure is not None
+                failure = handle.failure
+                failure.max_abs_err, failure.max_rel_err = result.max_abs_err, result.max_rel_err
+                return failure
+            result.timing = timing_from([answer])
+        return result

@@ -1,0 +1,68 @@
+"""The result channel between the parent and a sandbox worker: length-framed JSON with an HMAC tag.
+
+The worker gets the key over a private pipe that it reads and closes before any candidate code is
+imported; the candidate's stdout/stderr are never parsed, so printing a fake result achieves nothing,
+and a message without the right tag is treated as forgery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+_HEADER = struct.Struct(">I")
+MAX_MESSAGE = 64 * 1024 * 1024
+
+
+class ChannelError(Exception):
+    """The channel broke or carried something that was not ours."""
+
+
+def seal(key: bytes, payload: dict[str, Any]) -> bytes:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    tag = hmac.new(key, body, hashlib.sha256).digest()
+    return _HEADER.pack(len(body) + len(tag)) + tag + body
+
+
+def open_sealed(key: bytes, frame: bytes) -> dict[str, Any]:
+    tag, body = frame[:32], frame[32:]
+    if not hmac.compare_digest(tag, hmac.new(key, body, hashlib.sha256).digest()):
+        raise ChannelError("a message on the result channel failed authentication (forged result)")
+    result = json.loads(body)
+    if not isinstance(result, dict):
+        raise ChannelError("a message on the result channel is not an object")
+    return result
+
+
+def write_frame(fd: int, frame: bytes) -> None:
+    view = memoryview(frame)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def read_exact(fd: int, size: int, deadline: float) -> bytes:
+    chunks = []
+    while size:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError("no complete message before the deadline")
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise ChannelError("the channel closed mid-message")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, deadline: float) -> bytes:
+    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size, deadline))
+    if size > MAX_MESSAGE or size < 32:
+        raise ChannelError(f"a message on the result channel has an impossible size ({size} bytes)")
+    return read_exact(fd, size, deadline)

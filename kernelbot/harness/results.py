@@ -1,0 +1,111 @@
+"""Typed results of one evaluation; shared by the harness, the pipeline and storage."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+SCHEMA_VERSION = 1  # bump when a field changes meaning; stored with every JSON and database row
+
+STATUSES = ("ok", "incorrect", "crashed", "timeout", "build_error", "rejected")
+
+
+@dataclass
+class Timing:
+    median_ms: float  # median per-call time over samples
+    mean_ms: float
+    std_ms: float  # sample standard deviation
+    ci95_ms: tuple[float, float]  # 95% bootstrap interval of the median
+    samples: int  # number of samples (each may average several calls)
+    calls_per_sample: int  # calls averaged into one sample (short operators use many)
+    stopped_by: str  # what ended sampling: "rse", "budget", "max_samples"
+    raw_ms: list[float] = field(default_factory=list)  # every sample, kept for the history database
+    sm_clock_mhz: list[int | None] = field(default_factory=list)  # SM clock before and after (GPU)
+    l2_flush: bool = False  # L2 was flushed before each sample
+    l2_persist_reset: bool = False  # the persisting-L2 carve-out was reset before each sample
+
+    @classmethod
+    def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:
+        data = np.asarray(raw, dtype=float)
+        if len(data) >= 3 and float(np.ptp(data)) > 0:
+            boot = stats.bootstrap((data,), np.median, n_resamples=2000, confidence_level=0.95,
+                                   method="percentile", random_state=np.random.default_rng(0))
+            ci = (float(boot.confidence_interval.low), float(boot.confidence_interval.high))
+        else:
+            ci = (float(np.median(data)), float(np.median(data)))
+        return cls(
+            median_ms=float(np.median(data)), mean_ms=float(data.mean()),
+            std_ms=float(data.std(ddof=1)) if len(data) > 1 else 0.0, ci95_ms=ci, samples=len(data),
+            calls_per_sample=calls, stopped_by=stopped_by, raw_ms=[float(x) for x in data], **extra,
+        )
+
+    def public(self) -> dict[str, Any]:
+        """The fields the JSON report shows (raw samples go to the database, not the report)."""
+        out = asdict(self)
+        out.pop("raw_ms")
+        out["ci95_ms"] = list(self.ci95_ms)
+        return out
+
+
+@dataclass
+class Evaluation:
+    subject: str  # "operator", "eager", "compile", "candidate"
+    status: str  # one of STATUSES, or "operator_error" when the operator itself misbehaves
+    reason: str = ""  # why it is not ok, in words a kernel author can act on
+    max_abs_err: float | None = None  # against the reference, over all seeds and cases
+    max_rel_err: float | None = None
+    timing: Timing | None = None
+    degenerate: bool = False  # outputs did not depend on the seed (the operator cannot be checked)
+    cases: list[str] = field(default_factory=list)  # the input cases checked
+    cached: bool = False  # timing came from the baseline cache
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "reason": self.reason, "max_abs_err": self.max_abs_err,
+            "max_rel_err": self.max_rel_err, "timing": self.timing.public() if self.timing else None,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.timing is not None:
+            data["timing"]["ci95_ms"] = list(self.timing.ci95_ms)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Evaluation:
+        data = dict(data)
+        if data.get("timing"):
+            t = dict(data["timing"])
+            t["ci95_ms"] = tuple(t["ci95_ms"])
+            data["timing"] = Timing(**t)
+        return cls(**data)
+
+
+def reward(candidate: Evaluation, eager: Evaluation | None, compiled: Evaluation | None, margin: float = 0.05) -> int:
+    """CUDA Agent's milestone reward: -1 wrong, 1 correct, 2 >5% faster than eager, 3 also than torch.compile."""
+    if not candidate.ok or candidate.timing is None:
+        return -1
+
+    def beats(base: Evaluation | None) -> bool:
+        if base is None or not base.ok or base.timing is None or candidate.timing is None:
+            return False
+        t0, t = base.timing.median_ms, candidate.timing.median_ms
+        return (t0 - t) / t0 > margin
+
+    if not beats(eager):
+        return 1
+    # A torch.compile baseline that failed to build or run cannot be beaten, only skipped: level 2.
+    return 3 if beats(compiled) else 2
+
+
+def speedup(base: Evaluation | None, subject: Evaluation) -> float | None:
+    if base is None or base.timing is None or subject.timing is None or subject.timing.median_ms <= 0:
+        return None
+    return base.timing.median_ms / subject.timing.median_ms
