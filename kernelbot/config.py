@@ -118,7 +118,11 @@ def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        field = current.model_fields.get(part) if isinstance(current, type) else None
+        field = (
+            current.model_fields.get(part)
+            if isinstance(current, type) and issubclass(current, BaseModel)
+            else None
+        )
         if field is None:
             return []
         annotation = field.annotation
@@ -127,7 +131,7 @@ def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
         if current is None:
             return []
-    return list(current.model_fields) if isinstance(current, type) else []
+    return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
 
 
 def _describe(error: Any, path: str) -> str:
@@ -163,5 +167,7 @@ def load_config(repo: Path) -> Config:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{CONFIG_PATH}:{where} is not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from None
+        raise ConfigError(
+            f"{CONFIG_PATH}:{where} is not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax"
+        ) from None
     return parse_config(data, CONFIG_PATH)

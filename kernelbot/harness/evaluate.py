@@ -26,10 +26,19 @@ class Settings:
 class Handle:
     """A live sandbox holding one loaded subject; lets the caller interleave timing of several."""
 
-    def __init__(self, job: dict[str, Any], subject: str, settings: Settings, *,
-                 candidate: str | None = None, compile_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        job: dict[str, Any],
+        subject: str,
+        settings: Settings,
+        *,
+        candidate: str | None = None,
+        compile_mode: str | None = None,
+    ) -> None:
         self.subject, self.settings = subject, settings
-        self.sandbox = Sandbox(device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir)
+        self.sandbox = Sandbox(
+            device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir
+        )
         self.failure: Evaluation | None = None
         self.calls: int | None = None  # fixed after the first timing batch so later batches compare
         load = {**job, "subject": subject, "candidate": candidate, "compile_mode": compile_mode}
@@ -45,8 +54,13 @@ class Handle:
             self.sandbox.kill()
             return None
         if not answer.get("ok"):
-            self.failure = Evaluation(self.subject, answer["status"], answer.get("reason", ""),
-                                      answer.get("max_abs_err"), answer.get("max_rel_err"))
+            self.failure = Evaluation(
+                self.subject,
+                answer["status"],
+                answer.get("reason", ""),
+                answer.get("max_abs_err"),
+                answer.get("max_rel_err"),
+            )
             self.sandbox.kill()
             return None
         return answer
@@ -56,9 +70,17 @@ class Handle:
         return self._ask({"cmd": "check", "seeds": seeds})
 
     def time_batch(self, min_samples: int, max_samples: int, budget_s: float) -> dict[str, Any] | None:
-        answer = self._ask({"cmd": "time", "min_samples": min_samples, "max_samples": max_samples,
-                            "target_rse": self.settings.target_rse, "budget_s": budget_s,
-                            "calls": self.calls, "seed": secrets.randbelow(2**31 - 1)})
+        answer = self._ask(
+            {
+                "cmd": "time",
+                "min_samples": min_samples,
+                "max_samples": max_samples,
+                "target_rse": self.settings.target_rse,
+                "budget_s": budget_s,
+                "calls": self.calls,
+                "seed": secrets.randbelow(2**31 - 1),
+            }
+        )
         if answer is not None:
             self.calls = answer["calls_per_sample"]
         return answer
@@ -77,20 +99,39 @@ def timing_from(answers: list[dict[str, Any]]) -> Timing:
     raw = [t for a in answers for t in a["times_ms"]]
     last = answers[-1]
     clocks = [answers[0]["sm_clock_mhz"][0], last["sm_clock_mhz"][-1]]
-    return Timing.from_samples(raw, last["calls_per_sample"], last["stopped_by"], sm_clock_mhz=clocks,
-                               l2_flush=last["l2_flush"], l2_persist_reset=last["l2_persist_reset"])
+    return Timing.from_samples(
+        raw,
+        last["calls_per_sample"],
+        last["stopped_by"],
+        sm_clock_mhz=clocks,
+        l2_flush=last["l2_flush"],
+        l2_persist_reset=last["l2_persist_reset"],
+    )
 
 
-def evaluate(job: dict[str, Any], subject: str, settings: Settings, *, candidate: str | None = None,
-             compile_mode: str | None = None, time_it: bool = True) -> Evaluation:
+def evaluate(
+    job: dict[str, Any],
+    subject: str,
+    settings: Settings,
+    *,
+    candidate: str | None = None,
+    compile_mode: str | None = None,
+    time_it: bool = True,
+) -> Evaluation:
     """Check `subject` against the operator's reference on fresh seeds, then time it (adaptive)."""
     with Handle(job, subject, settings, candidate=candidate, compile_mode=compile_mode) as handle:
         checked = handle.check()
         if checked is None:
             assert handle.failure is not None
             return handle.failure
-        result = Evaluation(subject, "ok", max_abs_err=checked["max_abs_err"], max_rel_err=checked["max_rel_err"],
-                            degenerate=checked["degenerate"], cases=checked["cases"])
+        result = Evaluation(
+            subject,
+            "ok",
+            max_abs_err=checked["max_abs_err"],
+            max_rel_err=checked["max_rel_err"],
+            degenerate=checked["degenerate"],
+            cases=checked["cases"],
+        )
         if time_it:
             answer = handle.time_batch(settings.min_samples, settings.max_samples, settings.time_budget_s)
             if answer is None:

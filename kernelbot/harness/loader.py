@@ -96,10 +96,15 @@ class Operator:
         try:
             module = import_file(path, "kernelbot_operator")
         except BaseException as exc:
-            raise LoadError("operator", f"importing {self.job['file']} failed: {type(exc).__name__}: {exc}") from exc
+            raise LoadError(
+                "operator", f"importing {self.job['file']} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         for attr in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(module, attr):
-                raise LoadError("operator", f"{self.job['file']} defines no {attr}; KernelBench form needs Model, get_inputs and get_init_inputs")
+                raise LoadError(
+                    "operator",
+                    f"{self.job['file']} defines no {attr}; KernelBench form needs Model, get_inputs and get_init_inputs",
+                )
         self.module = module
         self.init_inputs = list(module.get_init_inputs())
         self.reference = self._build_model(module.Model, "operator")
@@ -117,7 +122,10 @@ class Operator:
         try:
             model = cls(*self.init_inputs)
         except BaseException as exc:
-            raise LoadError(who, f"constructing {cls.__name__}{tuple(self.init_inputs)} failed: {type(exc).__name__}: {exc}") from exc
+            raise LoadError(
+                who,
+                f"constructing {cls.__name__}{tuple(self.init_inputs)} failed: {type(exc).__name__}: {exc}",
+            ) from exc
         if like is not None:
             # Same weights as the reference wherever names and shapes agree, whatever the build order.
             ours, theirs = model.state_dict(), like.state_dict()
@@ -133,7 +141,9 @@ class Operator:
         job = self.job
         self.operator = resolve(self.root, job["callable"], "operator")
         factory = resolve(self.root, job["inputs"], "operator")
-        self.reference = resolve(self.root, job["reference"], "operator") if job.get("reference") else self.operator
+        self.reference = (
+            resolve(self.root, job["reference"], "operator") if job.get("reference") else self.operator
+        )
         accepted = set(inspect.signature(factory).parameters)
         shapes = job.get("shapes") or [None]
         self.cases = []
@@ -155,7 +165,9 @@ class Operator:
                 self.cases.append(Case(label, make))
 
     # -- subjects ---------------------------------------------------------------------------------
-    def subject(self, name: str, candidate: str | None = None, compile_mode: str | None = None) -> Callable[..., Any]:
+    def subject(
+        self, name: str, candidate: str | None = None, compile_mode: str | None = None
+    ) -> Callable[..., Any]:
         """The callable under test: 'operator', 'eager' (the reference), 'compile', or 'candidate'."""
         if name == "operator":
             return self.operator
@@ -171,10 +183,15 @@ class Operator:
         try:
             module = import_file(path, "kernelbot_candidate")
         except BaseException as exc:
-            raise LoadError("candidate", f"importing the candidate failed: {type(exc).__name__}: {exc}") from exc
+            raise LoadError(
+                "candidate", f"importing the candidate failed: {type(exc).__name__}: {exc}"
+            ) from exc
         if self.job["kind"] == "kernelbench":
             if not hasattr(module, "ModelNew"):
-                raise LoadError("candidate", "the candidate defines no ModelNew (it must take the same constructor arguments as Model)")
+                raise LoadError(
+                    "candidate",
+                    "the candidate defines no ModelNew (it must take the same constructor arguments as Model)",
+                )
             assert isinstance(self.reference, torch.nn.Module)
             return self._build_model(module.ModelNew, "candidate", like=self.reference)
         attr = self.job["callable"].partition(":")[2]

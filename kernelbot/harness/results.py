@@ -31,15 +31,27 @@ class Timing:
     def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:
         data = np.asarray(raw, dtype=float)
         if len(data) >= 3 and float(np.ptp(data)) > 0:
-            boot = stats.bootstrap((data,), np.median, n_resamples=2000, confidence_level=0.95,
-                                   method="percentile", random_state=np.random.default_rng(0))
+            boot = stats.bootstrap(
+                (data,),
+                np.median,
+                n_resamples=2000,
+                confidence_level=0.95,
+                method="percentile",
+                random_state=np.random.default_rng(0),
+            )
             ci = (float(boot.confidence_interval.low), float(boot.confidence_interval.high))
         else:
             ci = (float(np.median(data)), float(np.median(data)))
         return cls(
-            median_ms=float(np.median(data)), mean_ms=float(data.mean()),
-            std_ms=float(data.std(ddof=1)) if len(data) > 1 else 0.0, ci95_ms=ci, samples=len(data),
-            calls_per_sample=calls, stopped_by=stopped_by, raw_ms=[float(x) for x in data], **extra,
+            median_ms=float(np.median(data)),
+            mean_ms=float(data.mean()),
+            std_ms=float(data.std(ddof=1)) if len(data) > 1 else 0.0,
+            ci95_ms=ci,
+            samples=len(data),
+            calls_per_sample=calls,
+            stopped_by=stopped_by,
+            raw_ms=[float(x) for x in data],
+            **extra,
         )
 
     def public(self) -> dict[str, Any]:
@@ -68,8 +80,11 @@ class Evaluation:
 
     def public(self) -> dict[str, Any]:
         return {
-            "status": self.status, "reason": self.reason, "max_abs_err": self.max_abs_err,
-            "max_rel_err": self.max_rel_err, "timing": self.timing.public() if self.timing else None,
+            "status": self.status,
+            "reason": self.reason,
+            "max_abs_err": self.max_abs_err,
+            "max_rel_err": self.max_rel_err,
+            "timing": self.timing.public() if self.timing else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,7 +103,9 @@ class Evaluation:
         return cls(**data)
 
 
-def reward(candidate: Evaluation, eager: Evaluation | None, compiled: Evaluation | None, margin: float = 0.05) -> int:
+def reward(
+    candidate: Evaluation, eager: Evaluation | None, compiled: Evaluation | None, margin: float = 0.05
+) -> int:
     """CUDA Agent's milestone reward: -1 wrong, 1 correct, 2 >5% faster than eager, 3 also than torch.compile."""
     if not candidate.ok or candidate.timing is None:
         return -1

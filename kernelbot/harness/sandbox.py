@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -43,8 +44,13 @@ def worker_env(cache_dir: Path | None) -> dict[str, str]:
 def _signal_reason(returncode: int) -> str:
     if returncode < 0:
         sig = signal.Signals(-returncode)
-        hints = {signal.SIGSEGV: "segmentation fault", signal.SIGKILL: "killed (out of memory?)",
-                 signal.SIGABRT: "aborted", signal.SIGBUS: "bus error", signal.SIGFPE: "floating-point exception"}
+        hints = {
+            signal.SIGSEGV: "segmentation fault",
+            signal.SIGKILL: "killed (out of memory?)",
+            signal.SIGABRT: "aborted",
+            signal.SIGBUS: "bus error",
+            signal.SIGFPE: "floating-point exception",
+        }
         return f"the process died of {sig.name} ({hints.get(sig, 'signal')})"
     return f"the process exited with code {returncode} before answering (os._exit or sys.exit in candidate code?)"
 
@@ -56,7 +62,7 @@ class Sandbox:
         self.key = secrets.token_bytes(32)
         key_r, key_w = os.pipe()
         self._result_r, result_w = os.pipe()
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox; closed in close())
         limit = memory_limit_mb * 1024 * 1024 if device == "cpu" else None
 
         def preexec() -> None:
@@ -65,8 +71,12 @@ class Sandbox:
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kernelbot.harness.worker", str(key_r), str(result_w)],
-            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-            pass_fds=(key_r, result_w), env=worker_env(cache_dir), start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(key_r, result_w),
+            env=worker_env(cache_dir),
+            start_new_session=True,
             preexec_fn=preexec,
         )
         os.close(key_r)
@@ -86,15 +96,17 @@ class Sandbox:
             return open_sealed(self.key, read_frame(self._result_r, deadline))
         except TimeoutError:
             self.kill()
-            raise SandboxFailure("timeout", f"no answer within {timeout_s:g} s (hang or far too slow); the process was killed") from None
+            raise SandboxFailure(
+                "timeout", f"no answer within {timeout_s:g} s (hang or far too slow); the process was killed"
+            ) from None
         except ChannelError as exc:
             if "closed" in str(exc):  # EOF: the process is gone (or closed its end, which we treat alike)
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
                 if self.proc.poll() is not None:
-                    raise SandboxFailure("crashed", _signal_reason(self.proc.returncode) + self.log_tail()) from None
+                    raise SandboxFailure(
+                        "crashed", _signal_reason(self.proc.returncode) + self.log_tail()
+                    ) from None
             self.kill()
             raise SandboxFailure("rejected", f"anti-hack check: {exc}") from None
 
@@ -105,18 +117,14 @@ class Sandbox:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait()
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(SandboxFailure):
                 self.request({"cmd": "quit"}, timeout_s=10)
-            except SandboxFailure:
-                pass
         self.kill()
         os.close(self._result_r)
         self._log.close()

@@ -83,7 +83,9 @@ class Timer:
         except Exception:
             return None
 
-    def one_sample(self, fn: Callable[..., Any], input_sets: list[list[Any]], calls: int) -> tuple[float, list[Any]]:
+    def one_sample(
+        self, fn: Callable[..., Any], input_sets: list[list[Any]], calls: int
+    ) -> tuple[float, list[Any]]:
         """Seconds per call over `calls` calls rotating through `input_sets`; also the last output per set."""
         outputs: list[Any] = [None] * len(input_sets)
         if self.device == "cuda":

@@ -1,0 +1,124 @@
+"""Check one operator (and optionally a candidate) against eager and torch.compile baselines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelbot import baselines
+from kernelbot.config import Config
+from kernelbot.errors import OperatorError
+from kernelbot.fingerprint import Fingerprint
+from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
+from kernelbot.spec import OperatorSpec
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CheckReport:
+    spec: OperatorSpec
+    fingerprint: Fingerprint
+    reference: Evaluation  # the operator itself (its callable, or Model), checked and timed
+    eager: (
+        Evaluation  # eager PyTorch baseline (the reference; same object as `reference` for KernelBench form)
+    )
+    compiled: Evaluation | None  # torch.compile of the reference, None when skipped
+    candidate: Evaluation | None = None
+    candidate_path: str | None = None
+
+    @property
+    def reward(self) -> int | None:
+        return None if self.candidate is None else reward(self.candidate, self.eager, self.compiled)
+
+    def to_json(self) -> dict[str, Any]:
+        def timing(ev: Evaluation | None) -> dict[str, Any] | None:
+            return None if ev is None else {**ev.public(), "cached": ev.cached}
+
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "operator": self.spec.name,
+            "path": self.spec.path,
+            "device": self.fingerprint.to_dict(),
+            "reference": timing(self.reference),
+            "baselines": {"eager": timing(self.eager), "compile": timing(self.compiled)},
+        }
+        if self.candidate is not None:
+            data["candidate"] = {
+                **self.candidate.public(),
+                "source_path": self.candidate_path,
+                "speedup_vs_eager": speedup(self.eager, self.candidate),
+                "speedup_vs_compile": speedup(self.compiled, self.candidate),
+                "reward": self.reward,
+            }
+        return data
+
+
+def settings_for(config: Config, cache_dir: Path | None) -> Settings:
+    h = config.harness
+    return Settings(
+        timeout_s=h.timeout_s,
+        seeds=h.seeds,
+        min_samples=h.min_samples,
+        max_samples=h.max_samples,
+        target_rse=h.target_rse,
+        time_budget_s=h.time_budget_s,
+        memory_limit_mb=h.memory_limit_mb,
+        cache_dir=cache_dir,
+    )
+
+
+def _operator_failure(spec: OperatorSpec, ev: Evaluation) -> OperatorError:
+    return OperatorError(f"{spec.path}: the operator itself failed ({ev.status}): {ev.reason}")
+
+
+def check_operator(
+    spec: OperatorSpec,
+    root: Path,
+    config: Config,
+    fingerprint: Fingerprint,
+    *,
+    candidate: Path | None = None,
+    with_compile: bool = True,
+    progress: Progress = lambda _: None,
+) -> CheckReport:
+    device = fingerprint.device
+    if not spec.supports(device):
+        raise OperatorError(
+            f"{spec.name} is declared for {', '.join(spec.decl.devices if spec.decl else [])} only; run with --device cuda on a GPU machine"
+        )
+    cache = baselines.cache_root(fingerprint.key)
+    settings = settings_for(config, cache)
+    job = spec.job(root, device, config)
+    spec_hash = spec.spec_hash(root)
+
+    progress(f"{spec.name}: checking and timing the operator")
+    reference = evaluate(job, "operator", settings)
+    if not reference.ok:
+        raise _operator_failure(spec, reference)
+    if reference.degenerate:
+        raise OperatorError(
+            f"{spec.path}: the operator's output does not depend on its inputs' seed, so no candidate can be checked against it; make get_inputs() random"
+        )
+    eager = reference
+    if spec.kind == "declared" and spec.decl is not None and spec.decl.reference:
+        progress(f"{spec.name}: timing the eager reference")
+        eager = evaluate(job, "eager", settings)
+
+    compiled = None
+    if with_compile:
+        compiled = baselines.load(cache, spec_hash, "compile")
+        if compiled is None:
+            progress(f"{spec.name}: compiling and timing the torch.compile baseline (cached afterwards)")
+            compiled = evaluate(job, "compile", settings)
+            baselines.store(cache, spec_hash, compiled)
+
+    report = CheckReport(spec, fingerprint, reference, eager, compiled)
+    if candidate is not None:
+        progress(f"{spec.name}: checking and timing the candidate {candidate.name}")
+        report.candidate = evaluate(job, "candidate", settings, candidate=str(candidate.resolve()))
+        report.candidate_path = str(candidate)
+    return report

@@ -1,0 +1,54 @@
+"""The `kernelbot` command line: parses arguments, runs one command, turns errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from kernelbot import __version__
+from kernelbot.errors import KernelbotError
+
+# Each module in kernelbot.commands adds its own subcommand (one file per command).
+COMMANDS = ("check", "db")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelbot", description="Keeps GPU code fast in every pull request."
+    )
+    parser.add_argument("--version", action="version", version=f"kernelbot {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"kernelbot.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"kernelbot.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    try:
+        return int(args.run(args))
+    except KernelbotError as exc:
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            print(f"::error::{exc}", file=sys.stderr)
+        print(f"kernelbot: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kernelbot: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Terminal output: rich tables and a progress display, on stderr so stdout can carry JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+err = Console(stderr=True)
+
+
+@contextmanager
+def progress(enabled: bool = True) -> Iterator[Any]:
+    """Yields a callback that shows the current step with a spinner (long steps: compile, timing)."""
+    if not enabled or not err.is_terminal:
+        yield lambda message: err.print(f"[dim]… {message}[/dim]") if enabled else None
+        return
+    with err.status("starting") as status:
+        yield lambda message: status.update(message)
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1e3:.1f} µs" if value < 1 else f"{value:.3f} ms"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    out = Table(title=title, title_justify="left")
+    for column in columns:
+        out.add_column(column, overflow="fold")
+    for row in rows:
+        out.add_row(*row)
+    return out
+
+
+def write_json(data: dict[str, Any], target: str | None) -> None:
+    """--json FILE writes a file; --json - writes to stdout."""
+    if target is None:
+        return
+    text = json.dumps(data, indent=2, default=str)
+    if target == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(target).write_text(text + "\n")

@@ -1,0 +1,141 @@
+"""Operator specs: what an operator is, where it lives, and the job the harness gets for it."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kernelbot.config import Config, OperatorDecl
+from kernelbot.errors import ConfigError
+
+KERNELBENCH_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    name: str  # "ops/gelu" for ops/gelu.py (KernelBench form) or the declared name
+    kind: Literal["kernelbench", "declared"]
+    path: str  # the file that defines it, relative to the repository root (posix)
+    decl: OperatorDecl | None = None  # the config entry, for declared operators
+    sources: tuple[str, ...] = field(default=())  # CUDA/C++ files it builds from
+
+    def job(self, root: Path, device: str, config: Config) -> dict[str, Any]:
+        """The JSON job the sandbox worker loads (the harness knows nothing of Config)."""
+        policy = (self.decl.precision if self.decl and self.decl.precision else None) or config.precision
+        tol = self.decl.tolerance if self.decl else None
+        job: dict[str, Any] = {
+            "kind": self.kind,
+            "root": str(root),
+            "device": device,
+            "allow_tf32": policy.allow_tf32,
+            "atol": tol.atol if tol else None,
+            "rtol": tol.rtol if tol else None,
+        }
+        if self.kind == "kernelbench":
+            job["file"] = self.path
+        else:
+            assert self.decl is not None
+            job.update(
+                callable=self.decl.callable,
+                inputs=self.decl.inputs,
+                reference=self.decl.reference,
+                shapes=self.decl.shapes,
+                dtypes=self.decl.dtypes,
+            )
+        return job
+
+    def spec_hash(self, root: Path) -> str:
+        """Content hash of everything that defines the operator (its file, its sources, its config entry)."""
+        digest = hashlib.sha256()
+        for rel in (self.path, *self.sources):
+            path = root / rel
+            digest.update(
+                rel.encode() + b"\0" + (path.read_bytes() if path.exists() else b"<missing>") + b"\0"
+            )
+        if self.decl is not None:
+            digest.update(self.decl.model_dump_json().encode())
+        return digest.hexdigest()[:16]
+
+    def supports(self, device: str) -> bool:
+        return self.decl is None or device in self.decl.devices
+
+
+def is_kernelbench_source(text: str) -> bool:
+    """True when the module defines Model, get_inputs and get_init_inputs at top level."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    return all(name in names for name in KERNELBENCH_NAMES)
+
+
+def _matches(rel: str, patterns: list[str]) -> bool:
+    return any(
+        fnmatch.fnmatch(rel, p) or (p.startswith("**/") and fnmatch.fnmatch(rel, p[3:])) for p in patterns
+    )
+
+
+def watched(rel: str, config: Config) -> bool:
+    return _matches(rel, config.paths.watch) and not _matches(rel, config.paths.ignore)
+
+
+def declared_path(decl: OperatorDecl) -> str:
+    module = decl.callable.partition(":")[0]
+    return module if module.endswith(".py") else module.replace(".", "/") + ".py"
+
+
+def kernelbench_spec(rel: str) -> OperatorSpec:
+    return OperatorSpec(name=rel.removesuffix(".py"), kind="kernelbench", path=rel)
+
+
+def declared_spec(decl: OperatorDecl) -> OperatorSpec:
+    return OperatorSpec(
+        name=decl.name, kind="declared", path=declared_path(decl), decl=decl, sources=tuple(decl.sources)
+    )
+
+
+def discover(root: Path, config: Config) -> list[OperatorSpec]:
+    """Every operator in the tree: KernelBench-form files under the watched paths, then declared ones."""
+    specs = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in Path(rel).parts[:-1]) or not watched(rel, config):
+            continue
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if is_kernelbench_source(text):
+            specs.append(kernelbench_spec(rel))
+    specs += [declared_spec(decl) for decl in config.operators]
+    return specs
+
+
+def resolve_operator(target: str, root: Path, config: Config) -> tuple[OperatorSpec, Path]:
+    """A CLI argument (a file path or a declared name) -> its spec and the repository root it lives in."""
+    decl = config.operator(target)
+    if decl is not None:
+        return declared_spec(decl), root
+    path = Path(target)
+    if not path.is_absolute():
+        path = (Path.cwd() / path).resolve()
+    if not path.exists():
+        names = ", ".join(op.name for op in config.operators) or "none declared"
+        raise ConfigError(
+            f"{target}: no such file and no declared operator of that name (declared: {names}); pass a KernelBench-form .py file or a name from .github/kernelbot.yml"
+        )
+    if not is_kernelbench_source(path.read_text()):
+        raise ConfigError(
+            f"{target}: not a KernelBench-form operator; define class Model(nn.Module), get_inputs() and get_init_inputs() at top level"
+        )
+    base = root.resolve()
+    try:
+        rel = path.relative_to(base).as_posix()
+    except ValueError:
+        base, rel = path.parent, path.name
+    return kernelbench_spec(rel), base

@@ -1,0 +1,124 @@
+"""`kernelbot check`: exit codes, JSON fields, table, and each status on the CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelbot.cli import main
+from tests.ops import LINEAR_RELU, LINEAR_RELU_HONEST, LINEAR_RELU_WRONG, write_repo
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    return write_repo(
+        tmp_path,
+        {"ops/lin.py": LINEAR_RELU, "cand/good.py": LINEAR_RELU_HONEST, "cand/bad.py": LINEAR_RELU_WRONG},
+    )
+
+
+def run_json(args: list[str], tmp_path: Path) -> tuple[int, dict]:
+    out = tmp_path / "report.json"
+    code = main([*args, "--json", str(out)])
+    return code, json.loads(out.read_text()) if out.exists() else {}
+
+
+def test_operator_alone_is_checked_and_timed(repo: Path) -> None:
+    code, data = run_json(["check", "ops/lin.py", "--device", "cpu", "--no-compile"], repo)
+    assert code == 0
+    assert data["operator"] == "ops/lin"
+    assert data["device"]["device"] == "cpu" and data["device"]["torch"]
+    timing = data["reference"]["timing"]
+    assert timing["samples"] >= 10
+    assert timing["ci95_ms"][0] <= timing["median_ms"] <= timing["ci95_ms"][1]
+    assert "candidate" not in data
+
+
+def test_honest_candidate_passes_with_reward_at_least_one(repo: Path) -> None:
+    code, data = run_json(
+        ["check", "ops/lin.py", "--candidate", "cand/good.py", "--device", "cpu", "--no-compile"], repo
+    )
+    cand = data["candidate"]
+    assert code == 0
+    assert cand["status"] == "ok"
+    assert cand["reward"] in (1, 2)  # no compile baseline: level 3 is out of reach
+    assert cand["speedup_vs_eager"] > 0
+    assert cand["speedup_vs_compile"] is None
+    assert set(cand["timing"]) >= {"median_ms", "mean_ms", "std_ms", "samples", "ci95_ms"}
+
+
+def test_wrong_candidate_exits_one_and_says_where(repo: Path) -> None:
+    code, data = run_json(
+        ["check", "ops/lin.py", "--candidate", "cand/bad.py", "--device", "cpu", "--no-compile"], repo
+    )
+    cand = data["candidate"]
+    assert code == 1
+    assert cand["status"] == "incorrect"
+    assert cand["reward"] == -1
+    assert "outside atol=0.0001" in cand["reason"] and "first at" in cand["reason"]
+    assert cand["max_abs_err"] > 1e-4
+
+
+def test_missing_candidate_file_is_a_usage_error(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "ops/lin.py", "--candidate", "nope.py", "--device", "cpu"]) == 2
+    assert "nope.py: no such candidate file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "import torch\nraise RuntimeError('boom')\nclass Model: pass\ndef get_inputs(): pass\ndef get_init_inputs(): pass\n",
+            "RuntimeError: boom",
+        ),
+        (
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return 3\ndef get_inputs(): return [torch.randn(4)]\ndef get_init_inputs(): return []\n",
+            "not a torch.Tensor",
+        ),
+        (
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x.sum() * 0\ndef get_inputs(): return [torch.randn(4)]\ndef get_init_inputs(): return []\n",
+            "does not depend on its inputs",
+        ),
+    ],
+    ids=["unimportable", "non-tensor-output", "degenerate"],
+)
+def test_broken_operator_is_a_config_error(
+    repo: Path, source: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "ops" / "broken.py").write_text(source)
+    assert main(["check", "ops/broken.py", "--device", "cpu", "--no-compile"]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") <= 30  # one error line after the progress lines, no traceback
+    assert "Traceback" not in err
+
+
+def test_not_kernelbench_form_names_the_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "ops" / "half.py").write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    assert main(["check", "ops/half.py", "--device", "cpu"]) == 2
+    assert "define class Model(nn.Module), get_inputs() and get_init_inputs()" in capsys.readouterr().err
+
+
+def test_config_error_is_one_line_with_file_and_key(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / ".github" / "kernelbot.yml").write_text("harness:\n  time_budgt_s: 1\n")
+    assert main(["check", "ops/lin.py", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "kernelbot: error: .github/kernelbot.yml: unknown key 'harness.time_budgt_s': did you mean 'time_budget_s'?"
+    )
+
+
+@pytest.mark.slow
+def test_compile_baseline_is_measured_once_then_cached(repo: Path) -> None:
+    code, first = run_json(["check", "ops/lin.py", "--candidate", "cand/good.py", "--device", "cpu"], repo)
+    assert code == 0 and first["baselines"]["compile"]["status"] == "ok"
+    assert first["baselines"]["compile"]["cached"] is False
+    assert first["candidate"]["speedup_vs_compile"] is not None
+    code, second = run_json(["check", "ops/lin.py", "--device", "cpu"], repo)
+    assert second["baselines"]["compile"]["cached"] is True
+    assert second["baselines"]["compile"]["timing"] == first["baselines"]["compile"]["timing"]
