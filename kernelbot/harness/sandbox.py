@@ -30,10 +30,14 @@ class SandboxFailure(Exception):
         self.status, self.reason = status, reason
 
 
-def worker_env(cache_dir: Path | None) -> dict[str, str]:
+def worker_env(cache_dir: Path | None, device: str = "cpu") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
+    if device == "cpu":
+        # One thread: on a shared 2-core CI box, idle OpenMP spinners of the other side's process would
+        # otherwise dominate the noise; single-threaded CPU timings compare base and head fairly.
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
     env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no compile-worker pool: a child process is a red flag
     if cache_dir is not None:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
@@ -75,7 +79,7 @@ class Sandbox:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             pass_fds=(key_r, result_w),
-            env=worker_env(cache_dir),
+            env=worker_env(cache_dir, device),
             start_new_session=True,
             preexec_fn=preexec,
         )

@@ -1,0 +1,111 @@
+"""`kernelbot review --base REF --head REF`: the whole pipeline on a local git repository."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kernelbot import console
+from kernelbot.config import load_config
+from kernelbot.errors import UsageError
+from kernelbot.fingerprint import choose_device, collect
+from kernelbot.gitrepo import toplevel
+from kernelbot.review import ReviewResult, run_review
+from kernelbot.store import store_review
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("review", help="measure the operators changed between two revisions")
+    parser.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: .)")
+    parser.add_argument("--base", required=True, help="base revision (branch, tag or SHA)")
+    parser.add_argument("--head", default="HEAD", help="head revision (default: HEAD)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None)
+    parser.add_argument(
+        "--agent",
+        choices=["search", "llm", "none"],
+        default="none",
+        help="optimization agent for changed operators",
+    )
+    parser.add_argument("--out", type=Path, help="write the PR comment (Markdown) here")
+    parser.add_argument("--json", metavar="FILE|-", help="write the JSON result to FILE, or stdout with -")
+    parser.add_argument(
+        "--db", metavar="URL", help="history database URL (default: SQLite in the user data directory)"
+    )
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 on a confirmed regression or an operator broken at head",
+    )
+    parser.add_argument(
+        "--include-cosmetic",
+        action="store_true",
+        help="also measure operators whose change is comments/whitespace only",
+    )
+    parser.add_argument(
+        "--all",
+        dest="all_operators",
+        action="store_true",
+        help="also measure operators the diff did not touch (A/A checks, nightly history)",
+    )
+    parser.set_defaults(run=run)
+
+
+def render(review: ReviewResult) -> None:
+    rows = []
+    for op in review.operators:
+        base = op.base.timing.median_ms if op.base and op.base.timing else None
+        head = op.head.timing.median_ms if op.head and op.head.timing else None
+        rows.append(
+            [
+                op.name,
+                op.change,
+                console.fmt_ms(base),
+                console.fmt_ms(head),
+                "—" if op.ratio is None else f"{(op.ratio - 1) * 100:+.1f}%",
+                "—" if op.p_value is None else f"{op.p_value:.2g}",
+                op.verdict or "—",
+                op.error or "",
+            ]
+        )
+    console.err.print(
+        console.table(
+            f"kernelbot review {review.base[:10]}..{review.head[:10]}: {review.summary()}",
+            ["operator", "change", "base", "head", "Δ", "p", "verdict", "error"],
+            rows,
+        )
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.agent != "none":
+        raise UsageError(
+            f"--agent {args.agent}: no optimization agent ships in this version yet; use --agent none"
+        )
+    repo = toplevel(args.repo)
+    config = load_config(
+        repo
+    )  # the working tree's config picks the device and database; each side's own config drives measurement
+    fingerprint = collect(choose_device(args.device, config.device))
+    with console.progress() as step:
+        review = run_review(
+            repo,
+            args.base,
+            args.head,
+            fingerprint,
+            measure_cosmetic=args.include_cosmetic,
+            all_operators=args.all_operators,
+            progress=step,
+        )
+        step("storing the run in the history database")
+        _, problem = store_review(
+            review, args.db or config.database, trigger="local", fallback_dir=repo / ".kernelbot"
+        )
+    for warning in review.warnings + ([problem] if problem else []):
+        console.err.print(f"[yellow]warning:[/yellow] {warning}")
+    render(review)
+    if args.out:
+        args.out.write_text(review.markdown())
+    console.write_json(review.to_json(), args.json)
+    if args.fail_on_regression and (review.regressions or review.broken_at_head):
+        return 1
+    return 0

@@ -1,0 +1,104 @@
+"""Measure one operator at base and at head: two live sandboxes, timed in interleaved rounds (ABBA…)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernelbot.harness.evaluate import Handle, Settings, timing_from
+from kernelbot.harness.results import Evaluation
+from kernelbot.stats import Comparison, Verdict, compare
+
+SAMPLES_PER_BATCH = 6  # one batch per side per round; rounds alternate which side goes first
+
+
+@dataclass
+class PairResult:
+    base: Evaluation | None  # None when the operator does not exist at base (added)
+    head: Evaluation | None  # None when it does not exist at head (removed)
+    comparison: Comparison | None  # None unless both sides ran correctly
+    verdict: Verdict | None  # None for added/removed operators (nothing to compare)
+    error: str | None  # why a side failed, prefixed with the side
+    rounds: int  # interleaved rounds taken (more when the first answer was ambiguous)
+
+
+def _open(job: dict[str, Any] | None, settings: Settings) -> Handle | None:
+    if job is None:
+        return None
+    handle = Handle(job, "operator", settings)
+    if handle.failure is None:
+        handle.check()
+    return handle
+
+
+def _evaluation(handle: Handle, answers: list[dict[str, Any]]) -> Evaluation:
+    if handle.failure is not None:
+        return handle.failure
+    return Evaluation("operator", "ok", timing=timing_from(answers) if answers else None)
+
+
+def measure_pair(
+    base_job: dict[str, Any] | None,
+    head_job: dict[str, Any] | None,
+    settings: Settings,
+    *,
+    threshold: float,
+    alpha: float,
+    rounds: int = 6,
+    max_extra_rounds: int = 6,
+) -> PairResult:
+    """Time base and head of one operator in alternating batches and call the verdict."""
+    handles = {"base": _open(base_job, settings), "head": _open(head_job, settings)}
+    answers: dict[str, list[dict[str, Any]]] = {"base": [], "head": []}
+    budget = max(settings.time_budget_s / rounds, 0.05)
+    try:
+        total = 0
+        target = rounds
+        comparison: Comparison | None = None
+        while total < target:
+            order = ("base", "head") if total % 2 == 0 else ("head", "base")  # ABBA cancels slow drift
+            for side in order:
+                handle = handles[side]
+                if handle is not None and handle.failure is None:
+                    answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
+                    if answer is not None:
+                        answers[side].append(answer)
+                        for (
+                            other
+                        ) in handles.values():  # both sides average the same number of calls per sample
+                            if other is not None and other.calls is None:
+                                other.calls = answer["calls_per_sample"]
+            total += 1
+            both = all(h is not None and h.failure is None for h in handles.values())
+            if total == target and both:
+                comparison = compare(
+                    _raw(answers["base"]), _raw(answers["head"]), threshold=threshold, alpha=alpha
+                )
+                if not comparison.settled and target < rounds + max_extra_rounds:
+                    target += 1  # near the threshold and undecided: more samples before saying "ambiguous"
+        base = _evaluation(handles["base"], answers["base"]) if handles["base"] else None
+        head = _evaluation(handles["head"], answers["head"]) if handles["head"] else None
+    finally:
+        for handle in handles.values():
+            if handle is not None:
+                handle.close()
+    return _result(base, head, comparison, total)
+
+
+def _raw(answers: list[dict[str, Any]]) -> list[float]:
+    return [t for answer in answers for t in answer["times_ms"]]
+
+
+def _result(
+    base: Evaluation | None, head: Evaluation | None, comparison: Comparison | None, rounds: int
+) -> PairResult:
+    errors = [
+        f"{side}: {ev.status}: {ev.reason}"
+        for side, ev in (("base", base), ("head", head))
+        if ev is not None and not ev.ok
+    ]
+    if errors:
+        return PairResult(base, head, None, "error", "; ".join(errors), rounds)
+    if base is None or head is None or comparison is None:
+        return PairResult(base, head, None, None, None, rounds)
+    return PairResult(base, head, comparison, comparison.verdict, None, rounds)

@@ -1,0 +1,49 @@
+"""Render results through the Jinja2 templates in templates/ (PR comment, summaries, reports)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+import kernelbot
+
+TEMPLATES = Path(kernelbot.__file__).resolve().parents[1] / "templates"
+STICKY_MARKER = "<!-- kernelbot:sticky-comment -->"
+
+
+def fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1e3:.1f} µs"
+    return f"{value:.3f} ms"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def fmt_pct(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,  # a missing field is a bug, not an empty cell
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=jinja2.select_autoescape(["html"]),
+    )
+    env.filters.update(ms=fmt_ms, ratio=fmt_ratio, pct=fmt_pct)
+    env.globals["STICKY_MARKER"] = STICKY_MARKER
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

@@ -1,0 +1,88 @@
+"""Store a review in the history database (before anything is rendered or posted)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from kernelbot.errors import StorageError
+from kernelbot.fingerprint import Fingerprint
+from kernelbot.history import (
+    FingerprintRecord,
+    History,
+    MeasurementRecord,
+    OperatorRecord,
+    RunRecord,
+    Trigger,
+    VerdictRecord,
+)
+from kernelbot.review import ReviewResult, save_unstored
+
+
+def fingerprint_record(fp: Fingerprint) -> FingerprintRecord:
+    return FingerprintRecord(
+        gpu=fp.gpu or "cpu",
+        driver=fp.driver or "",
+        cuda=fp.cuda or "",
+        torch=fp.torch,
+        cupy=fp.cupy or "",
+        kernelbot=fp.kernelbot,
+        extra={"device": fp.device, "cpu": fp.cpu, "triton": fp.triton, "python": fp.python, "key": fp.key},
+    )
+
+
+def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None = None) -> RunRecord:
+    operators = []
+    for op in review.operators:
+        measurements = [
+            MeasurementRecord.from_evaluation(side, ev)
+            for side, ev in (("base", op.base), ("head", op.head))
+            if ev is not None
+        ]
+        # The pipeline's strings are the history's Literal values (checked by the database tests).
+        verdict = (
+            VerdictRecord(cast(Any, op.verdict), op.ratio, op.p_value, op.threshold, op.error)
+            if op.verdict
+            else None
+        )
+        change = cast(Any, op.change)
+        operators.append(
+            OperatorRecord(
+                op.name, op.path, op.spec_hash or "", change, op.base_spec_hash, measurements, verdict
+            )
+        )
+    return RunRecord(
+        repository=review.repository,
+        trigger=trigger,
+        head_sha=review.head,
+        base_sha=review.base,
+        pr_number=pr_number,
+        runner=review.fingerprint.host,
+        status="completed",
+        finished_at=datetime.now(UTC),
+        fingerprint=fingerprint_record(review.fingerprint),
+        operators=operators,
+    )
+
+
+def store_review(
+    review: ReviewResult,
+    url: str | None,
+    *,
+    trigger: Trigger,
+    pr_number: int | None = None,
+    fallback_dir: Path,
+) -> tuple[int | None, str | None]:
+    """(run id, None) when stored; (None, message) when the database failed and the run went to a JSON file."""
+    try:
+        history = History.open(url)
+        try:
+            run_id = history.record_run(run_record(review, trigger=trigger, pr_number=pr_number))
+        finally:
+            history.close()
+    except StorageError as exc:
+        path = save_unstored(review, fallback_dir)
+        return None, f"{exc}; this run was saved to {path} instead"
+    review.run_id = run_id
+    return run_id, None

@@ -1,0 +1,41 @@
+"""Shared fixtures. Append new ones below; keep each one small and say what it provides."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# -- PostgreSQL (tests marked `postgres`) --------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server for the whole session. Fails in CI (CI set) when it cannot start; skips locally."""
+    from tests.servers.postgres import PostgresServer, find_bindir
+
+    bindir = find_bindir()
+    missing = None if bindir else "no /usr/lib/postgresql/*/bin/initdb (apt-get install -y postgresql)"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing = "psycopg is not installed (pip install 'psycopg[binary]')"
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL tests cannot run in CI: {missing}")
+        pytest.skip(f"PostgreSQL tests skipped: {missing}")
+    assert bindir is not None
+    server = PostgresServer(bindir).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> str:
+    """A fresh empty database on the session's PostgreSQL server, as a SQLAlchemy URL."""
+    return str(postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}"))

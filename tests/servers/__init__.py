@@ -1,0 +1,1 @@
+"""Real servers that tests start and stop themselves (no mocks): see postgres.py."""
