@@ -35,7 +35,9 @@ def flatten(output: Any, who: str) -> list[torch.Tensor]:
     for index, item in enumerate(items):
         if type(item) is not _tensor_type:
             where = f" (output {index})" if len(items) > 1 else ""
-            raise Mismatch(f"{who} returned {type(item).__module__}.{type(item).__qualname__}{where}, not a torch.Tensor")
+            raise Mismatch(
+                f"{who} returned {type(item).__module__}.{type(item).__qualname__}{where}, not a torch.Tensor"
+            )
     return items
 
 
@@ -61,7 +63,9 @@ def compare(out: Any, ref: Any, atol: float | None, rtol: float | None) -> Error
             bad = o != r
             if bool(bad.any()):
                 first = bad.nonzero()[0].tolist()
-                raise Mismatch(f"{tag}{int(bad.sum())} elements differ, first at {first}: {o[tuple(first)].item()} vs {r[tuple(first)].item()}")
+                raise Mismatch(
+                    f"{tag}{int(bad.sum())} elements differ, first at {first}: {o[tuple(first)].item()} vs {r[tuple(first)].item()}"
+                )
             continue
         o64, r64 = o.double(), r.double()
         ref_bad = _isnan(r64) | _isinf(r64)
@@ -80,7 +84,11 @@ def compare(out: Any, ref: Any, atol: float | None, rtol: float | None) -> Error
         over = (diff > limit) & finite
         max_abs = float(diff.max()) if diff.numel() else 0.0
         denom = _abs(r64).clamp_min(1e-30)
-        max_rel = float((diff / denom)[finite & (_abs(r64) > 0)].max()) if bool((finite & (_abs(r64) > 0)).any()) else 0.0
+        max_rel = (
+            float((diff / denom)[finite & (_abs(r64) > 0)].max())
+            if bool((finite & (_abs(r64) > 0)).any())
+            else 0.0
+        )
         worst = Error(max(worst.max_abs, max_abs), max(worst.max_rel, max_rel))
         if bool(over.any()):
             idx = over.nonzero()

@@ -9,6 +9,7 @@ from typing import Any
 
 from kernelbot.harness.results import Evaluation, Timing
 from kernelbot.harness.sandbox import Sandbox, SandboxFailure
+from kernelbot.harness.staticcheck import scan
 
 
 @dataclass(frozen=True)
@@ -34,18 +35,26 @@ class Handle:
         *,
         candidate: str | None = None,
         compile_mode: str | None = None,
+        require_kernel: bool = False,
+        static_check: bool = True,  # off only in tests that show what the runtime layer catches alone
     ) -> None:
         self.subject, self.settings = subject, settings
+        self.failure: Evaluation | None = None
+        self.calls: int | None = None  # fixed after the first timing batch so later batches compare
+        self.sandbox: Sandbox | None = None
+        if candidate is not None and static_check:
+            findings = _static_findings(Path(candidate), bool(job.get("allow_tf32")), require_kernel)
+            if findings:  # caught before any of its code runs
+                self.failure = Evaluation(subject, "rejected", "static check: " + findings)
+                return
         self.sandbox = Sandbox(
             device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir
         )
-        self.failure: Evaluation | None = None
-        self.calls: int | None = None  # fixed after the first timing batch so later batches compare
         load = {**job, "subject": subject, "candidate": candidate, "compile_mode": compile_mode}
         self._ask({"cmd": "load", "job": load})
 
     def _ask(self, command: dict[str, Any]) -> dict[str, Any] | None:
-        if self.failure is not None:
+        if self.failure is not None or self.sandbox is None:
             return None
         try:
             answer = self.sandbox.request(command, self.settings.timeout_s)
@@ -86,13 +95,23 @@ class Handle:
         return answer
 
     def close(self) -> None:
-        self.sandbox.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
 
     def __enter__(self) -> Handle:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _static_findings(path: Path, allow_tf32: bool, require_kernel: bool) -> str:
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read {path.name}: {exc}"
+    findings = scan(source, allow_tf32=allow_tf32, require_kernel=require_kernel)
+    return "; ".join(f"line {f.line}: {f.message}" for f in findings[:3])
 
 
 def timing_from(answers: list[dict[str, Any]]) -> Timing:
@@ -117,9 +136,19 @@ def evaluate(
     candidate: str | None = None,
     compile_mode: str | None = None,
     time_it: bool = True,
+    require_kernel: bool = False,
+    static_check: bool = True,
 ) -> Evaluation:
     """Check `subject` against the operator's reference on fresh seeds, then time it (adaptive)."""
-    with Handle(job, subject, settings, candidate=candidate, compile_mode=compile_mode) as handle:
+    with Handle(
+        job,
+        subject,
+        settings,
+        candidate=candidate,
+        compile_mode=compile_mode,
+        require_kernel=require_kernel,
+        static_check=static_check,
+    ) as handle:
         checked = handle.check()
         if checked is None:
             assert handle.failure is not None

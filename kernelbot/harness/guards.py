@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import builtins
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.library
+import torch.nn.functional
+
+from kernelbot.harness import compare, protocol, timing
 
 
 def _watched() -> dict[str, Callable[[], Any]]:
@@ -34,6 +40,65 @@ def _watched() -> dict[str, Callable[[], Any]]:
         "torch.Tensor.clone": lambda: torch.Tensor.clone,
     }
     return watched
+
+
+def _namespaces() -> dict[str, Any]:
+    """Name -> module or class whose every attribute the reference or the harness looks up at call time.
+
+    Replacing `torch.matmul`, `nn.Module.__call__`, `builtins.bool` or `compare.compare` fools the
+    reference and the checks together, so each attribute's identity is verified, not only the timers.
+    """
+    spaces: dict[str, Any] = {
+        "builtins": builtins,
+        "time": time,
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.linalg": torch.linalg,
+        "torch.fft": torch.fft,
+        "torch.special": torch.special,
+        "kernelbot.harness.compare": compare,
+        "kernelbot.harness.timing": timing,
+        "kernelbot.harness.timing.Timer": timing.Timer,
+        "kernelbot.harness.protocol": protocol,
+        "kernelbot.harness.guards": sys.modules[__name__],
+        "kernelbot.harness.guards.Integrity": Integrity,
+    }
+    for name, value in vars(torch.nn).items():
+        if isinstance(value, type) and issubclass(value, torch.nn.Module):
+            spaces[f"torch.nn.{name}"] = value
+    return spaces
+
+
+# Replaced by torch itself when torch.compile first runs (dynamo's mutation guard); construction and
+# unpickling are over for the reference before the candidate is imported, so they cannot change its result.
+_MAY_CHANGE = frozenset({"torch.nn.Module.__init__", "torch.nn.Module.__setstate__"})
+
+
+def _rewrapped_by_torch(new: Any, old: Any) -> bool:
+    """Whether `new` is torch._disable_dynamo's wrapper around `old` itself.
+
+    Importing torch._dynamo (any torch.compile) rewraps torch.manual_seed that way: a new object with the
+    same behaviour, which an honest candidate must not be rejected for. The wrapper's code object and its
+    closure are checked, not its name or __wrapped__, which anyone can set.
+    """
+    wrap = getattr(torch, "_disable_dynamo", None)
+    if wrap is None or not callable(new):
+        return False
+    cells = getattr(new, "__closure__", None) or ()
+    return getattr(new, "__code__", None) is getattr(wrap(old), "__code__", None) and any(
+        c.cell_contents is old for c in cells
+    )
+
+
+def _aten_overrides() -> set[str]:
+    """Python kernels registered for ATen operators on a real backend (torch's own Meta kernels aside).
+
+    A kernel registered through torch.library replaces the operator for the reference too.
+    """
+    return {
+        k for k in getattr(torch.library, "_impls", ()) if k.startswith("aten/") and not k.endswith("/Meta")
+    }
 
 
 def precision_flags() -> dict[str, Any]:
@@ -67,9 +132,14 @@ def child_processes() -> list[int]:
 class Integrity:
     """A snapshot taken before candidate code is imported, verified after every command."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: dict[str, Any] | None = None) -> None:
+        """`extra`: more modules or classes (name -> object) whose attributes must stay as they are."""
         self._getters = _watched()
         self._identity = {name: get() for name, get in self._getters.items()}
+        self._spaces = {
+            name: (obj, dict(vars(obj))) for name, obj in {**_namespaces(), **(extra or {})}.items()
+        }
+        self._kernels = _aten_overrides()
         self._flags = precision_flags()
         self._threads = {t.ident for t in threading.enumerate()}
         self._children = set(child_processes())
@@ -83,10 +153,25 @@ class Integrity:
         found = []
         for name, get in self._getters.items():
             try:
-                if get() is not self._identity[name]:
+                now = get()
+                if now is not self._identity[name] and not _rewrapped_by_torch(now, self._identity[name]):
                     found.append(f"{name} was replaced")
             except AttributeError:
                 found.append(f"{name} was removed")
+        missing = object()
+        for space, (obj, before) in self._spaces.items():
+            now = vars(obj)
+            for attr, value in before.items():
+                if f"{space}.{attr}" in _MAY_CHANGE:
+                    continue
+                current = now.get(attr, missing)
+                if current is not value and not _rewrapped_by_torch(current, value):
+                    found.append(f"{space}.{attr} was {'removed' if attr not in now else 'replaced'}")
+        new_kernels = _aten_overrides() - self._kernels
+        if new_kernels:
+            found.append(
+                f"registered kernels for {', '.join(sorted(new_kernels)[:3])} (that replaces the reference's operators)"
+            )
         flags = precision_flags()
         for key, value in self._flags.items():
             if flags[key] != value:
@@ -97,4 +182,4 @@ class Integrity:
         new_children = set(child_processes()) - self._children
         if new_children:
             found.append(f"started {len(new_children)} child process(es)")
-        return found
+        return list(dict.fromkeys(found))  # a name watched twice (time.perf_counter_ns) is said once

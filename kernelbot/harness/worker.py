@@ -13,12 +13,12 @@ import sys
 import traceback
 from typing import Any
 
+import torch
+
 # NOTE: these imports capture the trusted timers and comparison functions; they must precede any candidate import.
 from kernelbot.harness import compare, guards, timing
 from kernelbot.harness.loader import LoadError, Operator, seed_all
 from kernelbot.harness.protocol import seal, write_frame
-
-import torch  # noqa: I001  (after our modules on purpose: nothing else runs first)
 
 MAX_INPUT_SET_BYTES = 512 * 1024 * 1024
 MAX_INPUT_SETS = 64
@@ -43,9 +43,27 @@ def _roll(input_sets: list[list[Any]]) -> None:
     with torch.no_grad():
         for values in input_sets:
             for v in values:
-                if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous():
+                if (
+                    isinstance(v, torch.Tensor)
+                    and v.is_floating_point()
+                    and v.numel() > 1
+                    and v.is_contiguous()
+                ):
                     flat = v.view(-1)
                     flat.copy_(flat.roll(1))
+
+
+def _trusted_namespaces(op: Operator) -> dict[str, Any]:
+    """This module, and the operator's module and class: patching them would change the reference or the checks."""
+    spaces: dict[str, Any] = {__name__: sys.modules[__name__], "Session": Session, "Operator": Operator}
+    for fn in (op.reference, op.operator):
+        owner = type(fn) if isinstance(fn, torch.nn.Module) else fn
+        module = sys.modules.get(getattr(owner, "__module__", None) or "")
+        if module is not None:
+            spaces[module.__name__] = module
+        if isinstance(fn, torch.nn.Module):
+            spaces[f"{owner.__module__}.{owner.__qualname__}"] = owner
+    return spaces
 
 
 class Session:
@@ -61,10 +79,19 @@ class Session:
         try:
             self.op = Operator(job)
         except LoadError as exc:
-            raise Failure("build_error" if exc.who == "candidate" else "operator_error", str(exc), who=exc.who) from None
+            raise Failure(
+                "build_error" if exc.who == "candidate" else "operator_error", str(exc), who=exc.who
+            ) from None
         self.timer = timing.Timer(self.device)
         # Trusted threads (CUDA init, torch.compile) are accepted before the untrusted subject is built.
-        self.integrity = guards.Integrity() if self.subject_name == "candidate" else None
+        # tqdm (imported by torch.hub) starts a monitor thread with its first progress bar, which inductor
+        # shows while compiling: off, so an honest torch.compile candidate leaves no thread behind.
+        tqdm = sys.modules.get("tqdm")
+        if tqdm is not None:
+            tqdm.tqdm.monitor_interval = 0
+        self.integrity = (
+            guards.Integrity(_trusted_namespaces(self.op)) if self.subject_name == "candidate" else None
+        )
         try:
             self.fn = self.op.subject(self.subject_name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
@@ -92,8 +119,11 @@ class Session:
         except Exception as exc:
             status = "operator_error" if who == "the operator" else "crashed"
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            raise Failure(status, f"{who} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
-                          f"(at {os.path.basename(where.filename)}:{where.lineno})") from None
+            raise Failure(
+                status,
+                f"{who} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
+                f"(at {os.path.basename(where.filename)}:{where.lineno})",
+            ) from None
 
     def _poison(self, like: list[torch.Tensor]) -> None:
         """Fill memory the allocator will hand out next with NaN, so returning stale memory fails."""
@@ -114,43 +144,79 @@ class Session:
                     raise Failure("operator_error", f"{case.label}: {exc}") from None
                 outputs_by_seed.append(refs)
                 self._poison(refs)
-                who = "the candidate" if self.subject_name == "candidate" else f"the {self.subject_name} subject"
+                who = (
+                    "the candidate"
+                    if self.subject_name == "candidate"
+                    else f"the {self.subject_name} subject"
+                )
                 out = self._call(self.fn, _clone(inputs), who)
                 self._guard()
                 try:
                     err = compare.compare(out, ref, self.atol, self.rtol)
                 except compare.MismatchWithError as exc:
-                    raise Failure("incorrect", f"{case.label} seed {seed}: {exc}", max_abs_err=exc.error.max_abs, max_rel_err=exc.error.max_rel) from None
+                    raise Failure(
+                        "incorrect",
+                        f"{case.label} seed {seed}: {exc}",
+                        max_abs_err=exc.error.max_abs,
+                        max_rel_err=exc.error.max_rel,
+                    ) from None
                 except compare.Mismatch as exc:
                     raise Failure("incorrect", f"{case.label} seed {seed}: {exc}") from None
                 worst = compare.Error(max(worst.max_abs, err.max_abs), max(worst.max_rel, err.max_rel))
                 again = self._call(self.fn, _clone(inputs), who)
                 if not compare.identical_or_rounding(out, again, self.atol, self.rtol):
-                    raise Failure("incorrect", f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)")
+                    raise Failure(
+                        "incorrect",
+                        f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)",
+                    )
                 del ref  # the reference output stays alive in outputs_by_seed until the check ends
         degenerate = len(seeds) > 1 and all(
-            all(torch.equal(a, b) for a, b in zip(outputs_by_seed[0], other, strict=True)) for other in outputs_by_seed[1 : len(seeds)]
+            all(torch.equal(a, b) for a, b in zip(outputs_by_seed[0], other, strict=True))
+            for other in outputs_by_seed[1 : len(seeds)]
         )
-        return {"max_abs_err": worst.max_abs, "max_rel_err": worst.max_rel, "degenerate": degenerate,
-                "cases": [c.label for c in self.op.cases]}
+        return {
+            "max_abs_err": worst.max_abs,
+            "max_rel_err": worst.max_rel,
+            "degenerate": degenerate,
+            "cases": [c.label for c in self.op.cases],
+        }
 
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         case = self.op.cases[0]
         seed = int(cmd.get("seed", 1_000_003))
         first = case.make(seed)
+        # Trusted copies the subject never sees: each sample's inputs are restored from them, so a subject
+        # that writes into its inputs (zeroes them, returns zeros) cannot steer the re-check of its outputs.
+        master = [_clone(first)]
         per_set = max(_nbytes(first), 1)
-        single, _ = self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
+        self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
         self._guard()
         calls = int(cmd.get("calls") or self.timer.calibrate(self.fn, [first]))
         n_sets = max(1, min(calls, MAX_INPUT_SETS, MAX_INPUT_SET_BYTES // per_set))
         input_sets = [first] + [case.make(seed + i) for i in range(1, n_sets)]
+        master += [_clone(values) for values in input_sets[1:]]
+
+        def refresh(sets: list[list[Any]]) -> None:
+            _roll(master)
+            with torch.no_grad():
+                for values, trusted in zip(sets, master, strict=True):
+                    for v, t in zip(values, trusted, strict=True):
+                        if isinstance(v, torch.Tensor):
+                            v.copy_(t)
+
         samples, outputs = self.timer.measure(
-            self.fn, input_sets, _roll, calls=calls,
-            min_samples=int(cmd["min_samples"]), max_samples=int(cmd["max_samples"]),
-            target_rse=float(cmd["target_rse"]), budget_s=float(cmd["budget_s"]), after_each=self._guard,
+            self.fn,
+            input_sets,
+            refresh,
+            calls=calls,
+            min_samples=int(cmd["min_samples"]),
+            max_samples=int(cmd["max_samples"]),
+            target_rse=float(cmd["target_rse"]),
+            budget_s=float(cmd["budget_s"]),
+            after_each=self._guard,
         )
         # Re-check what the timed calls returned: a subject right only when checked is caught here.
-        for values, out in zip(input_sets, outputs, strict=True):
+        for values, out in zip(master, outputs, strict=True):
             if out is None:
                 continue
             ref = self._call(self.op.reference, _clone(values), "the operator")
@@ -158,9 +224,14 @@ class Session:
                 compare.compare(out, ref, self.atol, self.rtol)
             except compare.Mismatch as exc:
                 raise Failure("incorrect", f"outputs of the timed calls are wrong: {exc}") from None
-        return {"times_ms": samples.times_ms, "calls_per_sample": samples.calls_per_sample,
-                "stopped_by": samples.stopped_by, "sm_clock_mhz": samples.sm_clock_mhz,
-                "l2_flush": samples.l2_flush, "l2_persist_reset": samples.l2_persist_reset}
+        return {
+            "times_ms": samples.times_ms,
+            "calls_per_sample": samples.calls_per_sample,
+            "stopped_by": samples.stopped_by,
+            "sm_clock_mhz": samples.sm_clock_mhz,
+            "l2_flush": samples.l2_flush,
+            "l2_persist_reset": samples.l2_persist_reset,
+        }
 
 
 def main() -> None:

@@ -1,0 +1,9 @@
+"""Crash (hang): forward never returns."""
+
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        while True:
+            pass
