@@ -37,6 +37,46 @@ def _evaluation(handle: Handle, answers: list[dict[str, Any]]) -> Evaluation:
     return Evaluation("operator", "ok", timing=timing_from(answers) if answers else None)
 
 
+def run_rounds(
+    handles: dict[str, Handle | None],
+    settings: Settings,
+    *,
+    threshold: float,
+    alpha: float,
+    rounds: int = 6,
+    max_extra_rounds: int = 6,
+) -> tuple[Comparison | None, dict[str, list[dict[str, Any]]], int]:
+    """Interleaved timing rounds on open, checked handles {"base", "head"}; the comparison when both ran.
+
+    One batch per side per round, the order alternating (ABBA cancels slow drift), both sides averaging the
+    same number of calls per sample. Undecided near the threshold: more rounds before "ambiguous".
+    """
+    answers: dict[str, list[dict[str, Any]]] = {"base": [], "head": []}
+    budget = max(settings.time_budget_s / rounds, 0.05)
+    total, target = 0, rounds
+    comparison: Comparison | None = None
+    while total < target:
+        order = ("base", "head") if total % 2 == 0 else ("head", "base")
+        for side in order:
+            handle = handles[side]
+            if handle is not None and handle.failure is None:
+                answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
+                if answer is not None:
+                    answers[side].append(answer)
+                    for other in handles.values():
+                        if other is not None and other.calls is None:
+                            other.calls = answer["calls_per_sample"]
+        total += 1
+        both = all(h is not None and h.failure is None for h in handles.values())
+        if total == target and both:
+            comparison = compare(
+                _raw(answers["base"]), _raw(answers["head"]), threshold=threshold, alpha=alpha
+            )
+            if not comparison.settled and target < rounds + max_extra_rounds:
+                target += 1
+    return comparison, answers, total
+
+
 def measure_pair(
     base_job: dict[str, Any] | None,
     head_job: dict[str, Any] | None,
@@ -47,35 +87,17 @@ def measure_pair(
     rounds: int = 6,
     max_extra_rounds: int = 6,
 ) -> PairResult:
-    """Time base and head of one operator in alternating batches and call the verdict."""
+    """Time base and head of one operator in fresh sandboxes, interleaved, and call the verdict."""
     handles = {"base": _open(base_job, settings), "head": _open(head_job, settings)}
-    answers: dict[str, list[dict[str, Any]]] = {"base": [], "head": []}
-    budget = max(settings.time_budget_s / rounds, 0.05)
     try:
-        total = 0
-        target = rounds
-        comparison: Comparison | None = None
-        while total < target:
-            order = ("base", "head") if total % 2 == 0 else ("head", "base")  # ABBA cancels slow drift
-            for side in order:
-                handle = handles[side]
-                if handle is not None and handle.failure is None:
-                    answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
-                    if answer is not None:
-                        answers[side].append(answer)
-                        for (
-                            other
-                        ) in handles.values():  # both sides average the same number of calls per sample
-                            if other is not None and other.calls is None:
-                                other.calls = answer["calls_per_sample"]
-            total += 1
-            both = all(h is not None and h.failure is None for h in handles.values())
-            if total == target and both:
-                comparison = compare(
-                    _raw(answers["base"]), _raw(answers["head"]), threshold=threshold, alpha=alpha
-                )
-                if not comparison.settled and target < rounds + max_extra_rounds:
-                    target += 1  # near the threshold and undecided: more samples before saying "ambiguous"
+        comparison, answers, total = run_rounds(
+            handles,
+            settings,
+            threshold=threshold,
+            alpha=alpha,
+            rounds=rounds,
+            max_extra_rounds=max_extra_rounds,
+        )
         base = _evaluation(handles["base"], answers["base"]) if handles["base"] else None
         head = _evaluation(handles["head"], answers["head"]) if handles["head"] else None
     finally:

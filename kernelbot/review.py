@@ -15,10 +15,11 @@ from kernelbot import baselines, gitrepo
 from kernelbot.check import settings_for
 from kernelbot.config import Config, load_config
 from kernelbot.detect import Change, detect
-from kernelbot.errors import ConfigError, StorageError
+from kernelbot.errors import ConfigError, KernelbotError, StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation
 from kernelbot.measure import measure_pair
+from kernelbot.optimize import OptimizeResult
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec, discover
 
@@ -43,6 +44,7 @@ class OperatorResult:
     error: str | None = None
     rounds: int = 0  # interleaved timing rounds taken
     best_candidate: dict[str, Any] | None = None  # filled by an optimization agent
+    optimization: OptimizeResult | None = None  # every candidate the agent tried, when one ran
 
     def to_json(self) -> dict[str, Any]:
         def side(ev: Evaluation | None) -> dict[str, Any] | None:
@@ -207,6 +209,9 @@ def _config_at(root: Path, side: str) -> tuple[Config, str | None]:
         return Config(), f"{side}: {exc} (defaults used for this side)"
 
 
+Optimizer = Callable[[OperatorSpec, Path, Config], OptimizeResult]
+
+
 def run_review(
     repo: Path,
     base: str,
@@ -215,6 +220,7 @@ def run_review(
     *,
     measure_cosmetic: bool = False,
     all_operators: bool = False,
+    optimizer: Optimizer | None = None,
     progress: Progress = lambda _: None,
 ) -> ReviewResult:
     """Detect and measure; storing and rendering are the caller's next steps (store first)."""
@@ -239,10 +245,31 @@ def run_review(
             targets.sort(key=lambda t: t.spec.name)
         for index, target in enumerate(targets, 1):
             progress(f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): timing base and head")
-            review.operators.append(
-                _measure(target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic)
-            )
+            result = _measure(target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic)
+            review.operators.append(result)
+            if (
+                optimizer is not None
+                and result.change in ("added", "modified")
+                and result.head
+                and result.head.ok
+            ):
+                progress(f"[{index}/{len(targets)}] {target.spec.name}: optimizing")
+                _optimize(result, optimizer, target.spec, head_root, head_cfg)
     return review
+
+
+def _optimize(
+    result: OperatorResult, optimizer: Optimizer, spec: OperatorSpec, root: Path, config: Config
+) -> None:
+    """A failing agent costs the operator its suggestion, never the review."""
+    try:
+        result.optimization = optimizer(spec, root, config)
+    except KernelbotError as exc:
+        result.error = f"optimization: {exc}"
+        return
+    best = result.optimization.best
+    if best is not None:
+        result.best_candidate = {**best.to_json(), "source": best.source}
 
 
 def _unchanged(

@@ -39,3 +39,18 @@ def postgres_server() -> Iterator[Any]:
 def postgres_url(postgres_server: Any) -> str:
     """A fresh empty database on the session's PostgreSQL server, as a SQLAlchemy URL."""
     return str(postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}"))
+
+
+# -- kernelbot's cache (torch.compile baselines) ---------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_baseline_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One cache directory for the whole run: each operator's torch.compile baseline is compiled once."""
+    previous = os.environ.get("KERNELBOT_CACHE_DIR")
+    os.environ["KERNELBOT_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernelbot-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("KERNELBOT_CACHE_DIR", None)
+    else:
+        os.environ["KERNELBOT_CACHE_DIR"] = previous

@@ -6,11 +6,15 @@ import argparse
 from pathlib import Path
 
 from kernelbot import console
-from kernelbot.config import load_config
+from kernelbot.agents.rules import load_rules
+from kernelbot.agents.search import SearchAgent
+from kernelbot.config import Config, load_config
 from kernelbot.errors import UsageError
-from kernelbot.fingerprint import choose_device, collect
+from kernelbot.fingerprint import Fingerprint, choose_device, collect
 from kernelbot.gitrepo import toplevel
-from kernelbot.review import ReviewResult, run_review
+from kernelbot.optimize import OptimizeResult, optimize_operator
+from kernelbot.review import Optimizer, ReviewResult, run_review
+from kernelbot.spec import OperatorSpec
 from kernelbot.store import store_review
 
 
@@ -47,6 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also measure operators the diff did not touch (A/A checks, nightly history)",
     )
+    parser.add_argument(
+        "--candidates-dir",
+        type=Path,
+        help="where the agent writes candidates (default: .kernelbot/candidates)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -76,16 +85,30 @@ def render(review: ReviewResult) -> None:
     )
 
 
+def _search_optimizer(fingerprint: Fingerprint, out_dir: Path) -> Optimizer:
+    rules = load_rules()
+    rewrites = sorted({r.produces.rewrite for r in rules if r.produces.rewrite})
+
+    def optimizer(spec: OperatorSpec, root: Path, cfg: Config) -> OptimizeResult:
+        return optimize_operator(
+            spec, root, cfg, fingerprint, SearchAgent(rules), out_dir=out_dir, rules_for_analysis=rewrites
+        )
+
+    return optimizer
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.agent != "none":
+    if args.agent == "llm":
         raise UsageError(
-            f"--agent {args.agent}: no optimization agent ships in this version yet; use --agent none"
+            "--agent llm: the model agent is not in this version yet; use --agent search or none"
         )
     repo = toplevel(args.repo)
-    config = load_config(
-        repo
-    )  # the working tree's config picks the device and database; each side's own config drives measurement
+    # The working tree's config picks the device and database; each side's own config drives measurement.
+    config = load_config(repo)
     fingerprint = collect(choose_device(args.device, config.device))
+    optimizer = None
+    if args.agent == "search":
+        optimizer = _search_optimizer(fingerprint, args.candidates_dir or repo / ".kernelbot" / "candidates")
     with console.progress() as step:
         review = run_review(
             repo,
@@ -94,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
             fingerprint,
             measure_cosmetic=args.include_cosmetic,
             all_operators=args.all_operators,
+            optimizer=optimizer,
             progress=step,
         )
         step("storing the run in the history database")

@@ -1,0 +1,71 @@
+"""The agent interface: a task in, proposals out, verified feedback back in (search, llm and replay agents)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from kernelbot.config import PrecisionPolicy
+from kernelbot.harness.results import Evaluation
+from kernelbot.spec import OperatorSpec
+
+Precision = Literal["exact", "tf32", "bf16"]
+
+
+@dataclass
+class Task:
+    spec: OperatorSpec
+    root: Path  # repository root the operator's paths are relative to
+    device: str  # "cpu" or "cuda"
+    source: str  # the operator file's text
+    policy: PrecisionPolicy  # which precision changes a candidate may make
+    facts: dict[str, Any] = field(
+        default_factory=dict
+    )  # what analysis found (graph ops, modules, shapes, eager time)
+    budget: int = 8  # candidates to evaluate at most
+
+
+@dataclass
+class Proposal:
+    source: str  # a drop-in file: defines ModelNew (KernelBench form) or the declared callable
+    origin: str  # rule id, model name, or replay file name
+    description: str  # one line: what it changes
+    precision: Precision = (
+        "exact"  # a lower precision is reported and checked with that precision's tolerance
+    )
+    require_kernel: bool = False  # the rule promises a custom kernel: falling back to library calls is a hack
+    expected_gain: float = 1.0  # the agent's own guess, for ordering
+
+
+@dataclass
+class Feedback:
+    proposal: Proposal
+    evaluation: Evaluation  # status, reason, errors, timing
+    reward: int  # -1 / 1 / 2 / 3
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+
+
+class Agent(Protocol):
+    name: str
+
+    def propose(self, task: Task, feedback: Sequence[Feedback]) -> Proposal | None:
+        """The next candidate, given what was verified so far; None when it has nothing more to try."""
+        ...
+
+
+class ReplayAgent:
+    """Proposes the files it was given, in order (tests, and re-checking candidates from elsewhere)."""
+
+    name = "replay"
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        self.files = list(files)
+
+    def propose(self, task: Task, feedback: Sequence[Feedback]) -> Proposal | None:
+        if len(feedback) >= len(self.files):
+            return None
+        path = self.files[len(feedback)]
+        return Proposal(path.read_text(), origin=f"replay:{path.name}", description=f"replayed from {path}")

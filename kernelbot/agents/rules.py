@@ -1,0 +1,128 @@
+"""Optimization rules: one YAML file per idea in rules/, typed at load, matched against operator facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+import kernelbot
+from kernelbot.errors import ConfigError
+
+RULES_DIR = Path(kernelbot.__file__).resolve().parents[1] / "rules"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Match(_Strict):
+    devices: list[Literal["cpu", "cuda"]] = ["cpu", "cuda"]
+    kinds: list[Literal["kernelbench", "declared"]] = ["kernelbench"]
+    ops_all: list[str] = []  # every one of these op names appears in the traced graph
+    ops_any: list[str] = []  # at least one appears
+    ops_none: list[str] = []  # none appears
+    modules_all: list[str] = []  # module class names (Conv2d, BatchNorm2d, ...) that must all be present
+    modules_any: list[str] = []
+    dtypes: list[str] = []  # input floating dtypes allowed; empty means any
+    max_eager_ms: float | None = None  # only launch-bound operators (eager time at most this)
+    min_eager_ms: float | None = None
+    traceable: bool = False  # needs a torch.fx trace of forward
+    rewrite_applies: bool = False  # the rewrite named in `produces` must find its pattern (dry run)
+    pointwise_tail: int = 0  # at least this many pointwise ops end the graph (fused epilogues)
+
+
+class Produces(_Strict):
+    rewrite: str | None = None  # an fx rewrite registered in kernelbot/agents/rewrites.py
+    template: str | None = None  # a Jinja2 template under templates/kernels/
+    params: dict[str, Any] = {}  # passed to the template (and shown in the report)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Produces:
+        if (self.rewrite is None) == (self.template is None):
+            raise ValueError("set exactly one of 'rewrite' or 'template'")
+        return self
+
+
+class Rule(_Strict):
+    id: str
+    description: str  # one line, shown with every candidate the rule makes
+    rationale: str  # why it helps, for the LLM agent's skills and the report
+    match: Match = Match()
+    produces: Produces
+    precision: Literal["exact", "tf32", "bf16"] = "exact"
+    expected_gain: float = Field(default=1.1, gt=0)  # ordering among matching rules (largest first)
+    require_kernel: bool = False  # candidates promise a custom kernel (fallbacks are rejected)
+    path: str = ""  # the file it came from (filled at load)
+
+    def matches(self, facts: dict[str, Any], device: str, kind: str, policy: dict[str, bool]) -> str | None:
+        """None when the rule applies; otherwise the first reason it does not (for the report)."""
+        m = self.match
+        ops, modules = set(facts.get("ops", [])), set(facts.get("modules", []))
+        checks = [
+            (device in m.devices, f"not for {device}"),
+            (kind in m.kinds, f"not for {kind} operators"),
+            (not m.traceable or facts.get("traceable", False), "forward is not fx-traceable"),
+            (all(o in ops for o in m.ops_all), f"needs ops {m.ops_all}"),
+            (not m.ops_any or bool(ops & set(m.ops_any)), f"needs one of ops {m.ops_any}"),
+            (not ops & set(m.ops_none), f"excluded by ops {sorted(ops & set(m.ops_none))}"),
+            (all(x in modules for x in m.modules_all), f"needs modules {m.modules_all}"),
+            (
+                not m.modules_any or bool(modules & set(m.modules_any)),
+                f"needs one of modules {m.modules_any}",
+            ),
+            (not m.dtypes or set(facts.get("input_dtypes", [])) <= set(m.dtypes), f"needs dtypes {m.dtypes}"),
+            (
+                m.max_eager_ms is None or facts.get("eager_ms", 1e9) <= m.max_eager_ms,
+                f"not launch-bound (> {m.max_eager_ms} ms)",
+            ),
+            (
+                m.min_eager_ms is None or facts.get("eager_ms", 0) >= m.min_eager_ms,
+                f"too short (< {m.min_eager_ms} ms)",
+            ),
+            (
+                facts.get("pointwise_tail", 0) >= m.pointwise_tail,
+                f"needs {m.pointwise_tail} trailing pointwise ops",
+            ),
+            (
+                self.precision != "tf32" or policy.get("allow_tf32", False),
+                "TF32 not allowed by the precision policy",
+            ),
+            (
+                self.precision != "bf16" or policy.get("allow_bf16", False),
+                "bf16 not allowed by the precision policy",
+            ),
+        ]
+        if m.rewrite_applies and self.produces.rewrite:
+            applied = facts.get("rewrites", {}).get(self.produces.rewrite, {}).get("applied", False)
+            checks.append((applied, "pattern not found in the graph"))
+        return next((why for ok, why in checks if not ok), None)
+
+
+def load_rules(directory: Path = RULES_DIR) -> list[Rule]:
+    """Every rules/*.yaml, validated; an invalid file is a one-line ConfigError naming file and key."""
+    rules = []
+    for path in sorted(directory.glob("*.yaml")):
+        rel = f"rules/{path.name}"
+        try:
+            data = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(
+                f"{rel}: not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax"
+            ) from None
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"{rel}: a rule is a mapping with id, description, rationale, match and produces"
+            )
+        try:
+            rule = Rule.model_validate({**data, "path": rel})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+            raise ConfigError(f"{rel}: key '{key}': {error['msg'].removeprefix('Value error, ')}") from None
+        if rule.id != path.stem:
+            raise ConfigError(f"{rel}: id '{rule.id}' must equal the file name '{path.stem}'")
+        rules.append(rule)
+    return rules

@@ -1,0 +1,153 @@
+"""Operator analysis in a child process: trace forward with torch.fx, list its ops and modules, try rewrites.
+
+Run as `python -m kernelbot.agents.tracer IN.json OUT.json`. The operator is the pull request's own code,
+so it runs here, in a process of its own with a time limit, and never in the bot's process.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+from kernelbot.agents.rewrites import REWRITES
+from kernelbot.harness.loader import Operator
+
+# Ops that map elementwise (a fused epilogue can absorb a chain of these).
+POINTWISE = {
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "div",
+    "relu",
+    "gelu",
+    "sigmoid",
+    "tanh",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "neg",
+    "exp",
+    "abs",
+    "silu",
+    "leaky_relu",
+    "hardtanh",
+    "hardswish",
+    "softplus",
+    "mish",
+    "elu",
+    "selu",
+    "sqrt",
+    "rsqrt",
+    "log",
+    "where",
+    "maximum",
+    "minimum",
+    "sin",
+    "cos",
+    "square",
+}
+
+
+def op_name(node: fx.Node, gm: fx.GraphModule) -> str | None:
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", str(node.target)).lstrip("_").removesuffix("_")
+    if node.op == "call_method":
+        return str(node.target).removesuffix("_")
+    if node.op == "call_module":
+        return type(gm.get_submodule(str(node.target))).__name__.lower()
+    return None
+
+
+def pointwise_tail(gm: fx.GraphModule) -> int:
+    """How many pointwise ops end the graph in a single chain before the output."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    node = output.args[0]
+    count = 0
+    while isinstance(node, fx.Node) and op_name(node, gm) in POINTWISE:
+        count += 1
+        tensors = [a for a in node.args if isinstance(a, fx.Node)]
+        if len(tensors) != 1:  # a binary op with two tensor inputs ends a simple chain
+            break
+        node = tensors[0]
+    return count
+
+
+def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
+    op = Operator(job)
+    inputs = op.cases[0].make(0)
+    facts: dict[str, Any] = {
+        "kind": job["kind"],
+        "input_dtypes": sorted(
+            {
+                str(t.dtype).removeprefix("torch.")
+                for t in inputs
+                if isinstance(t, torch.Tensor) and t.is_floating_point()
+            }
+        ),
+        "input_shapes": [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)],
+        "modules": [],
+        "ops": [],
+        "traceable": False,
+        "trace_error": None,
+        "rewrites": {},
+        "pointwise_tail": 0,
+    }
+    model = op.reference
+    if isinstance(model, torch.nn.Module):
+        facts["modules"] = sorted({type(m).__name__ for m in model.modules()} - {"Model"})
+    try:
+        gm = fx.symbolic_trace(model)
+        ShapeProp(gm).propagate(*inputs)
+    except Exception as exc:  # dynamic control flow and friends: rules that need a graph will not match
+        facts["trace_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return facts
+    facts["traceable"] = True
+    facts["ops"] = sorted({name for node in gm.graph.nodes if (name := op_name(node, gm))})
+    facts["pointwise_tail"] = pointwise_tail(gm)
+    for name in rewrites:
+        rewrite = REWRITES.get(name)
+        if rewrite is None:
+            facts["rewrites"][name] = {"applied": False, "description": f"unknown rewrite {name!r}"}
+            continue
+        changed = copy.deepcopy(gm)
+        try:
+            description = rewrite(changed)
+        except Exception as exc:
+            facts["rewrites"][name] = {
+                "applied": False,
+                "description": f"rewrite failed: {type(exc).__name__}: {exc}",
+            }
+            continue
+        facts["rewrites"][name] = {
+            "applied": description is not None,
+            "description": description or "",
+            "forward_code": changed.code if description else "",
+        }
+    return facts
+
+
+def main() -> None:
+    request = json.loads(Path(sys.argv[1]).read_text())
+    try:
+        result = {"ok": True, "facts": analyze(request["job"], request.get("rewrites", []))}
+    except BaseException as exc:
+        result = {
+            "ok": False,
+            "error": f"{type(exc).__name__}: {exc}",
+            "trace": traceback.format_exc()[-2000:],
+        }
+    with open(sys.argv[2], "w") as handle:
+        json.dump(result, handle)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""`kernelbot optimize`: the search agent finds verified speedups; cheats fed by a replay agent are never suggested."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelbot.cli import main
+from tests.ops import FAST_CONFIG, write_repo
+
+ADVERSARIAL = Path(__file__).parent / "adversarial"
+
+DIAG = """
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.diag(A) @ B
+
+N = 2048
+
+def get_inputs():
+    return [torch.randn(N), torch.randn(N, N)]
+
+def get_init_inputs():
+    return []
+"""
+
+ROWSUM = """
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.lin = torch.nn.Linear(d_in, d_out)
+
+    def forward(self, x):
+        return self.lin(x).sum(dim=1, keepdim=True)
+
+def get_inputs():
+    return [torch.randn(256, 512)]
+
+def get_init_inputs():
+    return [512, 1024]
+"""
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return write_repo(tmp_path, {"ops/diag.py": DIAG, "ops/rowsum.py": ROWSUM}, config=FAST_CONFIG)
+
+
+def optimize(repo: Path, *args: str) -> dict:
+    out = repo / "result.json"
+    assert main(["optimize", *args, "--device", "cpu", "--out", str(repo / "out"), "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_diag_product_of_size_2048_is_rewritten_verified_and_10x_faster(repo: Path) -> None:
+    data = optimize(repo, "ops/diag.py")
+    best = data["best"]
+    assert best is not None and best["origin"] == "diag-matmul-broadcast"
+    assert best["status"] == "ok" and best["reward"] >= 2
+    assert best["speedup_vs_eager"] >= 10  # O(n²) against an O(n³) product at n = 2048: measured in this one run
+    tried = {c["origin"] for c in data["candidates"]}
+    assert "reduce-before-matmul" not in tried and data["skipped_rules"]["reduce-before-matmul"]
+
+
+def test_reduction_moves_before_the_linear_layer(repo: Path) -> None:
+    data = optimize(repo, "ops/rowsum.py", "--budget", "1")
+    (candidate,) = data["candidates"]
+    assert candidate["origin"] == "reduce-before-matmul"
+    assert candidate["status"] == "ok" and candidate["reward"] >= 2
+    assert data["stopped_by"] == "budget"
+
+
+def test_winner_is_a_drop_in_file_that_runs_without_kernelbot(repo: Path) -> None:
+    data = optimize(repo, "ops/diag.py", "--budget", "1")
+    path = Path(data["best"]["drop_in_path"])
+    text = path.read_text()
+    assert text.startswith("# Drop-in replacement for ops/diag.py") and "How it was verified" in text
+    script = textwrap.dedent(f"""
+        import runpy, sys, torch
+        ns = runpy.run_path({str(path)!r})
+        model, ref = ns["ModelNew"](*ns["get_init_inputs"]()), ns["Model"](*ns["get_init_inputs"]())
+        a, b = torch.randn(64), torch.randn(64, 64)
+        assert torch.allclose(model(a, b), ref(a, b))
+        assert not [m for m in sys.modules if m.startswith("kernelbot")], "the drop-in imported kernelbot"
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, check=False)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_no_cheat_is_ever_suggested(repo: Path) -> None:
+    cheats = sorted((ADVERSARIAL / "cheats").glob("*.py"))
+    assert len(cheats) >= 15
+    op = ADVERSARIAL / "ops" / "matmul_op.py"
+    out = repo / "cheats.json"
+    code = main(["optimize", str(op), "--repo", str(repo), "--agent", "replay", "--candidates", *map(str, cheats),
+                 "--budget", str(len(cheats)), "--device", "cpu", "--out", str(repo / "out"), "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert code == 0
+    assert data["best"] is None
+    assert len(data["candidates"]) == len(cheats)
+    assert all(c["reward"] == -1 and c["status"] != "ok" for c in data["candidates"]), [
+        (c["origin"], c["status"]) for c in data["candidates"] if c["reward"] != -1
+    ]
