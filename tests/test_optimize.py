@@ -70,7 +70,9 @@ def test_diag_product_of_size_2048_is_rewritten_verified_and_10x_faster(repo: Pa
     best = data["best"]
     assert best is not None and best["origin"] == "diag-matmul-broadcast"
     assert best["status"] == "ok" and best["reward"] >= 2
-    assert best["speedup_vs_eager"] >= 10  # O(n²) against an O(n³) product at n = 2048: measured in this one run
+    assert (
+        best["speedup_vs_eager"] >= 10
+    )  # O(n²) against an O(n³) product at n = 2048: measured in this one run
     tried = {c["origin"] for c in data["candidates"]}
     assert "reduce-before-matmul" not in tried and data["skipped_rules"]["reduce-before-matmul"]
 
@@ -97,7 +99,9 @@ def test_winner_is_a_drop_in_file_that_runs_without_kernelbot(repo: Path) -> Non
         assert not [m for m in sys.modules if m.startswith("kernelbot")], "the drop-in imported kernelbot"
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=repo, check=False
+    )
     assert done.stdout.strip() == "ok", done.stderr
 
 
@@ -106,8 +110,26 @@ def test_no_cheat_is_ever_suggested(repo: Path) -> None:
     assert len(cheats) >= 15
     op = ADVERSARIAL / "ops" / "matmul_op.py"
     out = repo / "cheats.json"
-    code = main(["optimize", str(op), "--repo", str(repo), "--agent", "replay", "--candidates", *map(str, cheats),
-                 "--budget", str(len(cheats)), "--device", "cpu", "--out", str(repo / "out"), "--json", str(out)])
+    code = main(
+        [
+            "optimize",
+            str(op),
+            "--repo",
+            str(repo),
+            "--agent",
+            "replay",
+            "--candidates",
+            *map(str, cheats),
+            "--budget",
+            str(len(cheats)),
+            "--device",
+            "cpu",
+            "--out",
+            str(repo / "out"),
+            "--json",
+            str(out),
+        ]
+    )
     data = json.loads(out.read_text())
     assert code == 0
     assert data["best"] is None

@@ -17,7 +17,9 @@ REWRITES = ["diag_matmul", "reduce_before_matmul", "matmul_reassociate"]
 EXACT = {"allow_tf32": False, "allow_bf16": False}
 
 
-def facts_for(tmp_path: Path, forward: str, inputs: str, init: str = "", eager_ms: float = 1.0) -> dict[str, Any]:
+def facts_for(
+    tmp_path: Path, forward: str, inputs: str, init: str = "", eager_ms: float = 1.0
+) -> dict[str, Any]:
     source = textwrap.dedent(f"""
         import torch
         import torch.nn.functional as F
@@ -37,7 +39,9 @@ def facts_for(tmp_path: Path, forward: str, inputs: str, init: str = "", eager_m
             return []
     """)
     (tmp_path / "op.py").write_text(source)
-    facts = analyze({"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": "cpu"}, REWRITES)
+    facts = analyze(
+        {"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": "cpu"}, REWRITES
+    )
     facts["eager_ms"] = eager_ms
     return facts
 
@@ -52,8 +56,13 @@ def fires(rule: Rule, facts: dict[str, Any], device: str = "cpu", policy: dict[s
 
 
 def test_every_rule_file_loads_with_its_id(rules: dict[str, Rule]) -> None:
-    assert {"diag-matmul-broadcast", "reduce-before-matmul", "matmul-reassociate", "compile-max-autotune",
-            "compile-reduce-overhead"} <= set(rules)
+    assert {
+        "diag-matmul-broadcast",
+        "reduce-before-matmul",
+        "matmul-reassociate",
+        "compile-max-autotune",
+        "compile-reduce-overhead",
+    } <= set(rules)
     for rule in rules.values():
         assert rule.description and rule.rationale and rule.path == f"rules/{rule.id}.yaml"
 
@@ -61,11 +70,27 @@ def test_every_rule_file_loads_with_its_id(rules: dict[str, Rule]) -> None:
 @pytest.mark.parametrize(
     ("forward", "inputs", "expected"),
     [
-        ("a, b = args\n                return torch.diag(a) @ b", "[torch.randn(8), torch.randn(8, 5)]", True),
-        ("a, b = args\n                return torch.matmul(b, torch.diag(a))", "[torch.randn(5), torch.randn(8, 5)]", True),
+        (
+            "a, b = args\n                return torch.diag(a) @ b",
+            "[torch.randn(8), torch.randn(8, 5)]",
+            True,
+        ),
+        (
+            "a, b = args\n                return torch.matmul(b, torch.diag(a))",
+            "[torch.randn(5), torch.randn(8, 5)]",
+            True,
+        ),
         ("a, b = args\n                return a @ b", "[torch.randn(8, 8), torch.randn(8, 5)]", False),
-        ("a, b = args\n                return torch.diag(a) + 1", "[torch.randn(8), torch.randn(8, 5)]", False),
-        ("a, b = args\n                return torch.diag(a) @ b", "[torch.randn(8, 8), torch.randn(8, 5)]", False),  # diag of a matrix is a vector
+        (
+            "a, b = args\n                return torch.diag(a) + 1",
+            "[torch.randn(8), torch.randn(8, 5)]",
+            False,
+        ),
+        (
+            "a, b = args\n                return torch.diag(a) @ b",
+            "[torch.randn(8, 8), torch.randn(8, 5)]",
+            False,
+        ),  # diag of a matrix is a vector
     ],
     ids=["diag-left", "diag-right", "plain-matmul", "diag-no-matmul", "diag-of-matrix"],
 )
@@ -76,15 +101,37 @@ def test_diag_rule(tmp_path: Path, rules: dict[str, Rule], forward: str, inputs:
 @pytest.mark.parametrize(
     ("forward", "init", "expected"),
     [
-        ("(x,) = args\n                return torch.sum(x @ self.w.T, dim=1)", "self.w = torch.nn.Parameter(torch.randn(16, 8))", True),
-        ("(x,) = args\n                return self.lin(x).sum(-1, keepdim=True)", "self.lin = torch.nn.Linear(8, 16)", True),
-        ("(x,) = args\n                return F.linear(x, self.w).sum(dim=-1)", "self.w = torch.nn.Parameter(torch.randn(16, 8))", True),
-        ("(x,) = args\n                return torch.sum(x @ self.w.T, dim=0)", "self.w = torch.nn.Parameter(torch.randn(16, 8))", False),
-        ("(x,) = args\n                return torch.relu(x @ self.w.T).sum(dim=1)", "self.w = torch.nn.Parameter(torch.randn(16, 8))", False),
+        (
+            "(x,) = args\n                return torch.sum(x @ self.w.T, dim=1)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            True,
+        ),
+        (
+            "(x,) = args\n                return self.lin(x).sum(-1, keepdim=True)",
+            "self.lin = torch.nn.Linear(8, 16)",
+            True,
+        ),
+        (
+            "(x,) = args\n                return F.linear(x, self.w).sum(dim=-1)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            True,
+        ),
+        (
+            "(x,) = args\n                return torch.sum(x @ self.w.T, dim=0)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            False,
+        ),
+        (
+            "(x,) = args\n                return torch.relu(x @ self.w.T).sum(dim=1)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            False,
+        ),
     ],
     ids=["matmul-sum", "linear-sum-keepdim", "F.linear-sum", "sum-over-rows", "nonlinear-between"],
 )
-def test_reduce_before_matmul_rule(tmp_path: Path, rules: dict[str, Rule], forward: str, init: str, expected: bool) -> None:
+def test_reduce_before_matmul_rule(
+    tmp_path: Path, rules: dict[str, Rule], forward: str, init: str, expected: bool
+) -> None:
     facts = facts_for(tmp_path, forward, "[torch.randn(4, 8)]", init)
     assert fires(rules["reduce-before-matmul"], facts) is expected
 
@@ -93,20 +140,30 @@ def test_reassociation_fires_only_when_cheaper(tmp_path: Path, rules: dict[str, 
     chain = "a, b, c = args\n                return (a @ b) @ c"
     cheaper = facts_for(tmp_path, chain, "[torch.randn(64, 64), torch.randn(64, 64), torch.randn(64, 1)]")
     assert fires(rules["matmul-reassociate"], cheaper)
-    already_best = facts_for(tmp_path, chain, "[torch.randn(1, 64), torch.randn(64, 64), torch.randn(64, 64)]")
+    already_best = facts_for(
+        tmp_path, chain, "[torch.randn(1, 64), torch.randn(64, 64), torch.randn(64, 64)]"
+    )
     assert not fires(rules["matmul-reassociate"], already_best)
 
 
 def test_generated_forward_is_valid_python(tmp_path: Path) -> None:
-    facts = facts_for(tmp_path, "a, b = args\n                return torch.diag(a) @ b", "[torch.randn(8), torch.randn(8, 5)]")
+    facts = facts_for(
+        tmp_path,
+        "a, b = args\n                return torch.diag(a) @ b",
+        "[torch.randn(8), torch.randn(8, 5)]",
+    )
     code = facts["rewrites"]["diag_matmul"]["forward_code"]
     ast.parse(code)
     assert "diag" not in code and "mul" in code
 
 
 def test_compile_rules_match_by_device_and_launch_time(tmp_path: Path, rules: dict[str, Rule]) -> None:
-    facts = facts_for(tmp_path, "(x,) = args\n                return torch.relu(x) * 2", "[torch.randn(8)]", eager_ms=0.01)
-    assert fires(rules["compile-max-autotune"], facts, "cpu") and fires(rules["compile-max-autotune"], facts, "cuda")
+    facts = facts_for(
+        tmp_path, "(x,) = args\n                return torch.relu(x) * 2", "[torch.randn(8)]", eager_ms=0.01
+    )
+    assert fires(rules["compile-max-autotune"], facts, "cpu") and fires(
+        rules["compile-max-autotune"], facts, "cuda"
+    )
     assert fires(rules["compile-reduce-overhead"], facts, "cuda")
     assert not fires(rules["compile-reduce-overhead"], facts, "cpu")
     facts["eager_ms"] = 5.0
@@ -114,16 +171,28 @@ def test_compile_rules_match_by_device_and_launch_time(tmp_path: Path, rules: di
 
 
 def test_untraceable_operator_matches_no_graph_rule(tmp_path: Path, rules: dict[str, Rule]) -> None:
-    facts = facts_for(tmp_path, "a, b = args\n                if a.sum() > 0:\n                    return torch.diag(a) @ b\n                return b",
-                      "[torch.randn(8), torch.randn(8, 5)]")
+    facts = facts_for(
+        tmp_path,
+        "a, b = args\n                if a.sum() > 0:\n                    return torch.diag(a) @ b\n                return b",
+        "[torch.randn(8), torch.randn(8, 5)]",
+    )
     assert facts["traceable"] is False and facts["trace_error"]
-    assert rules["diag-matmul-broadcast"].matches(facts, "cpu", "kernelbench", EXACT) == "forward is not fx-traceable"
+    assert (
+        rules["diag-matmul-broadcast"].matches(facts, "cpu", "kernelbench", EXACT)
+        == "forward is not fx-traceable"
+    )
 
 
 def test_a_bad_rule_file_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
-    (tmp_path / "bad.yaml").write_text("id: bad\ndescription: x\nrationale: y\nproduces: {rewrite: diag_matmul}\nexpected_gian: 3\n")
-    with pytest.raises(ConfigError, match=r"^rules/bad.yaml: key 'expected_gian': Extra inputs are not permitted$"):
+    (tmp_path / "bad.yaml").write_text(
+        "id: bad\ndescription: x\nrationale: y\nproduces: {rewrite: diag_matmul}\nexpected_gian: 3\n"
+    )
+    with pytest.raises(
+        ConfigError, match=r"^rules/bad.yaml: key 'expected_gian': Extra inputs are not permitted$"
+    ):
         load_rules(tmp_path)
-    (tmp_path / "bad.yaml").write_text("id: other\ndescription: x\nrationale: y\nproduces: {template: t.j2}\n")
+    (tmp_path / "bad.yaml").write_text(
+        "id: other\ndescription: x\nrationale: y\nproduces: {template: t.j2}\n"
+    )
     with pytest.raises(ConfigError, match="must equal the file name"):
         load_rules(tmp_path)

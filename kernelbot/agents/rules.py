@@ -95,8 +95,9 @@ class Rule(_Strict):
                 "bf16 not allowed by the precision policy",
             ),
         ]
-        if m.rewrite_applies and self.produces.rewrite:
-            applied = facts.get("rewrites", {}).get(self.produces.rewrite, {}).get("applied", False)
+        rewrite = self.produces.rewrite or self.produces.params.get("rewrite")
+        if m.rewrite_applies and rewrite:
+            applied = facts.get("rewrites", {}).get(rewrite, {}).get("applied", False)
             checks.append((applied, "pattern not found in the graph"))
         return next((why for ok, why in checks if not ok), None)
 
@@ -126,3 +127,10 @@ def load_rules(directory: Path = RULES_DIR) -> list[Rule]:
             raise ConfigError(f"{rel}: id '{rule.id}' must equal the file name '{path.stem}'")
         rules.append(rule)
     return rules
+
+
+def rewrites_for(rules: list[Rule]) -> list[str]:
+    """The fx rewrites the analysis must try for these rules (named directly, or by a template rule's params)."""
+    names = {r.produces.rewrite for r in rules if r.produces.rewrite}
+    names |= {str(r.produces.params["rewrite"]) for r in rules if "rewrite" in r.produces.params}
+    return sorted(names)

@@ -17,6 +17,8 @@ import torch
 from torch import fx
 from torch.fx.passes.shape_prop import ShapeProp
 
+import kernelbot.agents.rewrites_conv  # noqa: F401  (registers conv_bn_fold)
+from kernelbot.agents import epilogue
 from kernelbot.agents.rewrites import REWRITES
 from kernelbot.harness.loader import Operator
 
@@ -113,6 +115,10 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     facts["traceable"] = True
     facts["ops"] = sorted({name for node in gm.graph.nodes if (name := op_name(node, gm))})
     facts["pointwise_tail"] = pointwise_tail(gm)
+    try:  # the fused-epilogue rule's view of the trailing pointwise chain; absent when it cannot describe it
+        facts["epilogue"] = epilogue.describe(gm, job)
+    except Exception:
+        facts["epilogue"] = None
     for name in rewrites:
         rewrite = REWRITES.get(name)
         if rewrite is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kernelbot import console
 from kernelbot.agents.base import Agent, ReplayAgent
-from kernelbot.agents.rules import load_rules
+from kernelbot.agents.rules import load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
 from kernelbot.config import load_config
 from kernelbot.errors import UsageError
@@ -47,7 +47,7 @@ def make_agent(name: str, candidates: list[Path]) -> tuple[Agent, list[str]]:
             raise UsageError("--agent replay needs --candidates FILE [FILE ...]")
         return ReplayAgent(candidates), []
     rules = load_rules()
-    return SearchAgent(rules), sorted({r.produces.rewrite for r in rules if r.produces.rewrite})
+    return SearchAgent(rules), rewrites_for(rules)
 
 
 def render(result: OptimizeResult) -> None:

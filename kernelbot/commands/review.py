@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from kernelbot import console
-from kernelbot.agents.rules import load_rules
+from kernelbot.agents.rules import load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
 from kernelbot.config import Config, load_config
 from kernelbot.errors import UsageError
@@ -87,7 +87,7 @@ def render(review: ReviewResult) -> None:
 
 def _search_optimizer(fingerprint: Fingerprint, out_dir: Path) -> Optimizer:
     rules = load_rules()
-    rewrites = sorted({r.produces.rewrite for r in rules if r.produces.rewrite})
+    rewrites = rewrites_for(rules)
 
     def optimizer(spec: OperatorSpec, root: Path, cfg: Config) -> OptimizeResult:
         return optimize_operator(

@@ -215,6 +215,11 @@ class Session:
             budget_s=float(cmd["budget_s"]),
             after_each=self._guard,
         )
+        if samples.hidden * 2 > len(samples.times_ms):
+            raise Failure(
+                "rejected",
+                f"anti-hack check: in {samples.hidden} of {len(samples.times_ms)} samples the wall time far exceeded the GPU time of the timed stream (work on another stream or thread)",
+            )
         # Re-check what the timed calls returned: a subject right only when checked is caught here.
         for values, out in zip(master, outputs, strict=True):
             if out is None:

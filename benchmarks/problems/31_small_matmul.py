@@ -1,0 +1,22 @@
+"""Small on purpose (about 70 us on an H200, measured): the A/A check's short-kernel regime. 1024^3 matmul."""
+
+import torch
+from torch import nn
+
+N = 1024
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+
+def get_init_inputs():
+    return []

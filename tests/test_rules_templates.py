@@ -1,0 +1,374 @@
+"""The GPU/conv/precision rules of rules/ and their templates: where they fire, what they render, what runs on CPU."""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import re
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import kernelbot.agents.rewrites_conv  # noqa: F401  (registers conv_bn_fold, as the tracer's import will)
+from kernelbot.agents import epilogue
+from kernelbot.agents.base import Proposal
+from kernelbot.agents.rules import Rule, load_rules
+from kernelbot.agents.tracer import analyze
+from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.staticcheck import scan
+from kernelbot.optimize import _job_for
+from kernelbot.render import render
+
+FAST = Settings(timeout_s=120.0, time_budget_s=0.2, min_samples=5, max_samples=8, seeds=3)
+NONE: dict[str, bool] = {"allow_tf32": False, "allow_bf16": False}
+ALL: dict[str, bool] = {"allow_tf32": True, "allow_bf16": True}
+
+OPERATORS = {
+    "conv_bn_relu": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self, cin, cout):
+                super(Model, self).__init__()
+                self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+                self.bn = nn.BatchNorm2d(cout)
+
+            def forward(self, x):
+                return torch.relu(self.bn(self.conv(x)))
+
+        def get_inputs():
+            return [torch.randn(2, 3, 16, 16)]
+
+        def get_init_inputs():
+            return [3, 8]
+    """,
+    "linear_gelu_scale_clamp": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def __init__(self, n, scale):
+                super(Model, self).__init__()
+                self.lin = nn.Linear(n, n)
+                self.scale = scale
+
+            def forward(self, x):
+                y = F.gelu(self.lin(x)) * self.scale
+                return torch.clamp(y, min=-0.25, max=0.25)
+
+        def get_inputs():
+            return [torch.randn(8, 64)]
+
+        def get_init_inputs():
+            return [64, 0.5]
+    """,
+    "linear_relu": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(64, 32)
+
+            def forward(self, x):
+                return torch.relu(self.lin(x))
+
+        def get_inputs():
+            return [torch.randn(8, 64)]
+
+        def get_init_inputs():
+            return []
+    """,
+    "pointwise_soup": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.LeakyReLU(0.2)
+
+            def forward(self, a, b):
+                x = torch.sigmoid(a) + torch.tanh(b) * 2.0
+                x = F.silu(x) - a.abs()
+                x = self.act(x).clamp_min(-0.5) / 3.0
+                return torch.exp(-x) + F.gelu(b, approximate="tanh") + x.neg()
+
+        def get_inputs():
+            return [torch.randn(4, 33), torch.randn(4, 33)]
+
+        def get_init_inputs():
+            return []
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ops")
+    for name, source in OPERATORS.items():
+        (root / f"{name}.py").write_text(textwrap.dedent(source).lstrip())
+    return root
+
+
+@pytest.fixture(scope="module")
+def rules() -> dict[str, Rule]:
+    return {r.id: r for r in load_rules()}
+
+
+def _job(root: Path, name: str) -> dict[str, Any]:
+    return {
+        "kind": "kernelbench",
+        "root": str(root),
+        "file": f"{name}.py",
+        "device": "cpu",
+        "allow_tf32": False,
+        "atol": None,
+        "rtol": None,
+    }
+
+
+def _facts(root: Path, name: str, eager_ms: float = 1.0) -> dict[str, Any]:
+    job = _job(root, name)
+    facts = analyze(job, ["conv_bn_fold"])
+    facts["eager_ms"] = eager_ms
+    # NOTE: until the tracer stores facts["epilogue"] itself (its hook), the test computes it the same way.
+    facts.setdefault("epilogue", epilogue.describe_job(job))
+    return facts
+
+
+def _render(rule: Rule, root: Path, name: str, facts: dict[str, Any], device: str) -> str:
+    context = {
+        "rule": rule,
+        "params": rule.produces.params,
+        "operator_source": (root / f"{name}.py").read_text().rstrip(),
+        "facts": facts,
+        "device": device,
+    }
+    assert rule.produces.template is not None
+    source = render(f"kernels/{rule.produces.template}", **context)
+    ast.parse(source)
+    findings = scan(source, allow_tf32=rule.precision == "tf32", require_kernel=rule.require_kernel)
+    assert findings == [], findings
+    return source
+
+
+def _evaluate(rule: Rule, root: Path, name: str, source: str) -> Any:
+    path = root / f"cand_{rule.id}_{name}.py"
+    path.write_text(source)
+    proposal = Proposal(source, origin=rule.id, description=rule.description, precision=rule.precision)
+    return evaluate(
+        _job_for(proposal, _job(root, name)),
+        "candidate",
+        FAST,
+        candidate=str(path),
+        require_kernel=rule.require_kernel,
+    )
+
+
+def test_the_new_rules_load(rules: dict[str, Rule]) -> None:
+    new = {
+        "cuda-graph-capture",
+        "cudnn-benchmark",
+        "channels-last-conv",
+        "conv-bn-fold",
+        "fused-elementwise-epilogue",
+        "tf32-matmul",
+        "bf16-autocast",
+    }
+    assert new <= set(rules)
+    assert rules["fused-elementwise-epilogue"].require_kernel
+
+
+def test_cuda_graph_capture_only_for_launch_bound_cuda_operators(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["cuda-graph-capture"]
+    fast, slow = _facts(ops, "linear_relu", eager_ms=0.03), _facts(ops, "linear_relu", eager_ms=2.0)
+    assert rule.matches(fast, "cuda", "kernelbench", NONE) is None
+    assert rule.matches(fast, "cpu", "kernelbench", NONE) == "not for cpu"
+    assert "launch-bound" in (rule.matches(slow, "cuda", "kernelbench", NONE) or "")
+    source = _render(rule, ops, "linear_relu", fast, "cuda")
+    assert "torch.cuda.graph(" in source and ".clone()" in source
+
+
+def test_cudnn_benchmark_only_for_convolutions_on_cuda(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["cudnn-benchmark"]
+    conv, linear = _facts(ops, "conv_bn_relu"), _facts(ops, "linear_relu")
+    assert rule.matches(conv, "cuda", "kernelbench", NONE) is None
+    assert rule.matches(conv, "cpu", "kernelbench", NONE) == "not for cpu"
+    assert rule.matches(linear, "cuda", "kernelbench", NONE) is not None
+    source = _render(rule, ops, "conv_bn_relu", conv, "cuda")
+    assert "finally:" in source  # the caller's setting comes back
+
+
+def test_tf32_only_where_the_policy_allows(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["tf32-matmul"]
+    facts = _facts(ops, "linear_relu")
+    assert rule.matches(facts, "cuda", "kernelbench", ALL) is None
+    assert "TF32 not allowed" in (rule.matches(facts, "cuda", "kernelbench", NONE) or "")
+    assert rule.matches(facts, "cpu", "kernelbench", ALL) == "not for cpu"
+    assert rule.matches(_facts(ops, "pointwise_soup"), "cuda", "kernelbench", ALL) is not None  # no matmul
+    source = _render(rule, ops, "linear_relu", facts, "cuda")  # scanned with allow_tf32, as the pipeline does
+    assert any(f.rule == "precision-flag" for f in scan(source, allow_tf32=False))
+
+
+def test_channels_last_matches_convs_and_runs_on_cpu(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["channels-last-conv"]
+    conv = _facts(ops, "conv_bn_relu")
+    assert rule.matches(conv, "cpu", "kernelbench", NONE) is None
+    assert rule.matches(conv, "cuda", "kernelbench", NONE) is None
+    assert rule.matches(_facts(ops, "linear_relu"), "cpu", "kernelbench", NONE) is not None
+    ev = _evaluate(rule, ops, "conv_bn_relu", _render(rule, ops, "conv_bn_relu", conv, "cpu"))
+    assert ev.status == "ok", ev.reason
+
+
+def test_conv_bn_fold_matches_folds_lazily_and_runs_on_cpu(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["conv-bn-fold"]
+    conv, linear = _facts(ops, "conv_bn_relu"), _facts(ops, "linear_relu")
+    assert conv["rewrites"]["conv_bn_fold"]["applied"]
+    assert rule.matches(conv, "cpu", "kernelbench", NONE) is None
+    assert rule.matches(linear, "cpu", "kernelbench", NONE) is not None
+    source = _render(rule, ops, "conv_bn_relu", conv, "cpu")
+    assert "conv_bn_fold(" in source.split("class ModelNew")[1]
+    # Folded from the weights the model holds at its first call, not at construction (the harness loads
+    # the reference's weights after construction): BN statistics set afterwards must be honoured.
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    torch.manual_seed(0)
+    model, new = namespace["Model"](3, 8).eval(), namespace["ModelNew"](3, 8).eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+        model.bn.weight.uniform_(0.5, 1.5)
+        model.bn.bias.uniform_(-1, 1)
+        new.load_state_dict(model.state_dict())
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(new(x), model(x), atol=1e-5, rtol=1e-5)
+    ev = _evaluate(rule, ops, "conv_bn_relu", source)
+    assert ev.status == "ok", ev.reason
+
+
+def test_conv_bn_fold_without_the_rewrite_renders_a_clear_build_error(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    rule = rules["conv-bn-fold"]
+    facts = {**_facts(ops, "conv_bn_relu"), "rewrites": {}}
+    source = _render(rule, ops, "conv_bn_relu", facts, "cpu")
+    assert "raise ImportError" in source
+
+
+def test_bf16_autocast_only_where_allowed_and_runs_on_cpu(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["bf16-autocast"]
+    facts = _facts(ops, "linear_relu")
+    assert rule.matches(facts, "cpu", "kernelbench", ALL) is None
+    assert rule.matches(facts, "cuda", "kernelbench", ALL) is None
+    assert "bf16 not allowed" in (rule.matches(facts, "cpu", "kernelbench", NONE) or "")
+    ev = _evaluate(rule, ops, "linear_relu", _render(rule, ops, "linear_relu", facts, "cpu"))
+    assert ev.status == "ok", ev.reason
+
+
+def test_fused_epilogue_fires_on_a_chain_not_on_one_op(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["fused-elementwise-epilogue"]
+    chain, single = _facts(ops, "linear_gelu_scale_clamp"), _facts(ops, "linear_relu")
+    assert chain["epilogue"]["ops"] == ["gelu", "mul", "clamp"]
+    assert rule.matches(chain, "cuda", "kernelbench", NONE) is None
+    assert rule.matches(chain, "cpu", "kernelbench", NONE) == "not for cpu"
+    assert rule.matches(single, "cuda", "kernelbench", NONE) is not None
+    assert single["epilogue"] is None
+    source = _render(rule, ops, "linear_gelu_scale_clamp", chain, "cuda")  # scanned with require_kernel
+    assert "cupy.RawKernel" in source and "class ModelNew(nn.Module)" in source
+    tree = ast.parse(source)  # the reference class is not in the candidate at all
+    assert not any(
+        isinstance(n, ast.Name | ast.ClassDef) and getattr(n, "id", getattr(n, "name", "")) == "Model"
+        for n in ast.walk(tree)
+    )
+
+
+def _cpu_kernel(source: str, tmp: Path) -> Any:
+    """The generated CUDA kernel compiled as C++ for one CPU 'thread' (a grid of 1x1), to check its math."""
+    cuda = re.search(r'_SOURCE = r"""(.*?)"""', source, re.S)
+    assert cuda is not None
+    shim = textwrap.dedent("""
+        #include <cmath>
+        struct Dim { long long x; };
+        static const Dim blockIdx{0}, blockDim{1}, gridDim{1}, threadIdx{0};
+        #define __global__
+        #define __restrict__
+    """)
+    (tmp / "k.cpp").write_text(shim + cuda.group(1))
+    subprocess.run(
+        ["g++", "-O1", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "k.cpp")], check=True
+    )
+    return ctypes.CDLL(str(tmp / "k.so"))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to check the generated kernel's math on CPU")
+@pytest.mark.parametrize("name", ["linear_gelu_scale_clamp", "pointwise_soup"])
+def test_fused_epilogue_kernel_math_matches_torch(
+    ops: Path, rules: dict[str, Rule], tmp_path: Path, name: str
+) -> None:
+    rule = rules["fused-elementwise-epilogue"]
+    facts = _facts(ops, name)
+    source = _render(rule, ops, name, facts, "cuda")
+    lib = _cpu_kernel(source, tmp_path)
+    kernel = getattr(lib, re.search(r"void (\w+)\(", source).group(1))  # type: ignore[union-attr]
+    namespace: dict[str, Any] = {}
+    operator_module = (ops / f"{name}.py").read_text()
+    exec(compile(operator_module, "operator", "exec"), namespace)
+    model = namespace["Model"](*namespace["get_init_inputs"]()).eval()
+    candidate: dict[str, Any] = {"cupy": None}
+    exec(compile(source.replace("import cupy", "cupy = None"), "candidate", "exec"), candidate)
+    new = candidate["ModelNew"](*namespace["get_init_inputs"]()).eval()
+    new.load_state_dict(model.state_dict())
+    torch.manual_seed(1)
+    args = namespace["get_inputs"]()
+    with torch.no_grad():
+        ref = model(*args)
+        inputs = [t.contiguous() for t in new.prefix(*args)]
+    out = torch.empty_like(ref)
+    pointers = [ctypes.c_void_p(t.data_ptr()) for t in inputs] + [ctypes.c_void_p(out.data_ptr())]
+    kernel(*pointers, ctypes.c_longlong(out.numel()))
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_epilogue_leaves_broadcast_operands_in_the_prefix(tmp_path: Path) -> None:
+    (tmp_path / "bias.py").write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = nn.Parameter(torch.randn(16))
+
+            def forward(self, x):
+                return torch.tanh(x + self.bias).mul(3.0).relu()
+
+        def get_inputs():
+            return [torch.randn(4, 16)]
+
+        def get_init_inputs():
+            return []
+    """)
+    )
+    described = epilogue.describe_job(_job(tmp_path, "bias"))
+    assert described is not None
+    assert described["ops"] == ["tanh", "mul", "relu"]  # x + bias broadcasts: computed before the kernel
+    assert "bias" in described["prefix_code"]
+
+
+def test_fused_epilogue_without_a_described_chain_renders_a_clear_build_error(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    rule = rules["fused-elementwise-epilogue"]
+    facts = {k: v for k, v in _facts(ops, "linear_gelu_scale_clamp").items() if k != "epilogue"}
+    assert "raise ImportError" in _render(rule, ops, "linear_gelu_scale_clamp", facts, "cuda")
