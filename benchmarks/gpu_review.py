@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
-from kernelbot.measure import SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
+from kernelbot.measure import ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
 from kernelbot.stats import compare  # noqa: E402
 
 SCHEMA_VERSION = 1
@@ -52,13 +52,12 @@ try:  # the review pipeline's own defaults (kernelbot.review passes max_extra_ro
     from kernelbot.config import Thresholds
 
     _T = Thresholds()
-    THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = _T.regression, _T.p_value, _T.max_rounds * 2
+    THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = _T.regression, _T.p_value, _T.max_rounds
 except ImportError:  # pydantic missing: the same numbers by hand
-    THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = 0.03, 0.01, 6
+    THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = 0.03, 0.01, 8
 # On a shared CPU box two processes running the same code differ by up to ~5%, so the CPU smoke test judges
 # with tests/test_review.py's 25% (the planted 3%/5% are then not meant to be detected on the CPU).
 DEFAULT_THRESHOLD = {"cuda": THRESHOLD, "cpu": 0.25}
-ROUNDS = 6  # measure_pair's default, which kernelbot.review uses
 
 # (M, K, N) of `a @ b`. K = 6400 = 100 x 64, so +3% (6592 = 103 x 64) and +5% (6720 = 105 x 64) add whole
 # K tiles only. On an H200 in bf16: small ~20-50 us (13 GFLOP), large ~300 us (215 GFLOP). Per sandbox
@@ -219,7 +218,7 @@ def realised(
 ) -> dict[str, Any]:
     """Long interleaved run over all sandboxes of one size (rotating order, one calls-per-sample for all)."""
     keys = list(handles)
-    times: dict[str, list[float]] = {k: [] for k in keys}
+    times: dict[str, list[list[float]]] = {k: [] for k in keys}
     for h in handles.values():
         h.calls = None
     budget = max(settings.time_budget_s / ROUNDS, 0.05)
@@ -232,16 +231,16 @@ def realised(
             if answer is None:
                 failure = handles[key].failure
                 return {"error": f"{key}: {failure.status}: {failure.reason}" if failure else key}
-            times[key] += answer["times_ms"]
+            times[key].append(answer["times_ms"])
             for other in handles.values():
                 if other.calls is None:
                     other.calls = answer["calls_per_sample"]
     base = times["base"]
     out: dict[str, Any] = {
         "rounds": rounds,
-        "samples_per_side": len(base),
+        "samples_per_side": sum(len(b) for b in base),
         "calls_per_sample": handles["base"].calls,
-        "base_median_ms": statistics.median(base),
+        "base_median_ms": statistics.median(t for b in base for t in b),
         "ratios": {},
     }
     for key in keys:
@@ -251,7 +250,7 @@ def realised(
         out["ratios"][key] = {
             "ratio": c.ratio,
             "ci99": list(c.ratio_ci99),
-            "median_ms": statistics.median(times[key]),
+            "median_ms": statistics.median(t for b in times[key] for t in b),
         }
     log.line(
         "realised: "
@@ -334,7 +333,9 @@ def run_size(
             for h in pair.values():
                 h.calls = None  # as in a fresh measure_pair: base's first batch fixes calls for both
             t0 = time.monotonic()
-            comparison, answers, rounds = run_rounds(pair, settings, threshold=threshold, alpha=ALPHA)
+            comparison, answers, rounds = run_rounds(
+                pair, settings, threshold=threshold, alpha=ALPHA, max_extra_rounds=MAX_EXTRA_ROUNDS
+            )
             if comparison is None:
                 failed = next((h.failure for h in pair.values() if h.failure is not None), None)
                 s.error = f"{failed.status}: {failed.reason}" if failed else "no comparison"

@@ -88,7 +88,7 @@ class AgentSettings(_Strict):
 class Thresholds(_Strict):
     regression: float = Field(default=0.03, gt=0, lt=1)  # |head/base - 1| needed to call a change
     p_value: float = Field(default=0.01, gt=0, lt=1)
-    max_rounds: int = Field(default=3, ge=1)  # extra sampling rounds before saying "ambiguous"
+    max_rounds: int = Field(default=8, ge=0)  # extra interleaved rounds while undecided, before "ambiguous"
 
 
 class Triggers(_Strict):

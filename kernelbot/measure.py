@@ -10,6 +10,7 @@ from kernelbot.harness.results import Evaluation
 from kernelbot.stats import Comparison, Verdict, compare
 
 SAMPLES_PER_BATCH = 6  # one batch per side per round; rounds alternate which side goes first
+ROUNDS = 8  # rounds before the first verdict (the round is the statistical unit: see stats.py)
 
 
 @dataclass
@@ -43,8 +44,8 @@ def run_rounds(
     *,
     threshold: float,
     alpha: float,
-    rounds: int = 6,
-    max_extra_rounds: int = 6,
+    rounds: int = ROUNDS,
+    max_extra_rounds: int = ROUNDS,
 ) -> tuple[Comparison | None, dict[str, list[dict[str, Any]]], int]:
     """Interleaved timing rounds on open, checked handles {"base", "head"}; the comparison when both ran.
 
@@ -70,7 +71,7 @@ def run_rounds(
         both = all(h is not None and h.failure is None for h in handles.values())
         if total == target and both:
             comparison = compare(
-                _raw(answers["base"]), _raw(answers["head"]), threshold=threshold, alpha=alpha
+                _batches(answers["base"]), _batches(answers["head"]), threshold=threshold, alpha=alpha
             )
             if not comparison.settled and target < rounds + max_extra_rounds:
                 target += 1
@@ -84,8 +85,8 @@ def measure_pair(
     *,
     threshold: float,
     alpha: float,
-    rounds: int = 6,
-    max_extra_rounds: int = 6,
+    rounds: int = ROUNDS,
+    max_extra_rounds: int = ROUNDS,
 ) -> PairResult:
     """Time base and head of one operator in fresh sandboxes, interleaved, and call the verdict."""
     handles = {"base": _open(base_job, settings), "head": _open(head_job, settings)}
@@ -105,6 +106,10 @@ def measure_pair(
             if handle is not None:
                 handle.close()
     return _result(base, head, comparison, total)
+
+
+def _batches(answers: list[dict[str, Any]]) -> list[list[float]]:
+    return [list(answer["times_ms"]) for answer in answers]
 
 
 def _raw(answers: list[dict[str, Any]]) -> list[float]:

@@ -182,7 +182,7 @@ def _measure(
         settings,
         threshold=result.threshold,
         alpha=head_cfg.thresholds.p_value,
-        max_extra_rounds=head_cfg.thresholds.max_rounds * 2,
+        max_extra_rounds=head_cfg.thresholds.max_rounds,
     )
     result.base, result.head, result.verdict, result.error, result.rounds = (
         pair.base,
