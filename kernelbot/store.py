@@ -8,7 +8,9 @@ from typing import Any, cast
 
 from kernelbot.errors import StorageError
 from kernelbot.fingerprint import Fingerprint
+from kernelbot.harness.results import Evaluation
 from kernelbot.history import (
+    CandidateRecord,
     FingerprintRecord,
     History,
     MeasurementRecord,
@@ -17,6 +19,7 @@ from kernelbot.history import (
     Trigger,
     VerdictRecord,
 )
+from kernelbot.optimize import OptimizeResult
 from kernelbot.review import ReviewResult, save_unstored
 
 
@@ -30,6 +33,30 @@ def fingerprint_record(fp: Fingerprint) -> FingerprintRecord:
         kernelbot=fp.kernelbot,
         extra={"device": fp.device, "cpu": fp.cpu, "triton": fp.triton, "python": fp.python, "key": fp.key},
     )
+
+
+def optimization_measurements(result: OptimizeResult) -> list[MeasurementRecord]:
+    """The baselines an optimization compared against (eager, and torch.compile when it ran)."""
+    check = result.check
+    sides: list[tuple[Any, Evaluation | None]] = [("eager", check.eager), ("compile", check.compiled)]
+    return [MeasurementRecord.from_evaluation(side, ev) for side, ev in sides if ev is not None]
+
+
+def candidate_records(result: OptimizeResult) -> list[CandidateRecord]:
+    """Every candidate the agent tried (suggested or not), with its source, status, reward and timing."""
+    return [
+        CandidateRecord(
+            source=c.source,
+            origin=c.origin,
+            status=c.evaluation.status,
+            reward=cast(Any, c.reward),
+            speedup_vs_eager=c.speedup_vs_eager,
+            speedup_vs_compile=c.speedup_vs_compile,
+            precision_note=None if c.precision == "exact" else f"uses {c.precision}",
+            measurement=MeasurementRecord.from_evaluation("candidate", c.evaluation),
+        )
+        for c in result.candidates
+    ]
 
 
 def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None = None) -> RunRecord:
@@ -47,9 +74,20 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
             else None
         )
         change = cast(Any, op.change)
+        candidates = []
+        if op.optimization is not None:
+            measurements += optimization_measurements(op.optimization)
+            candidates = candidate_records(op.optimization)
         operators.append(
             OperatorRecord(
-                op.name, op.path, op.spec_hash or "", change, op.base_spec_hash, measurements, verdict
+                op.name,
+                op.path,
+                op.spec_hash or "",
+                change,
+                op.base_spec_hash,
+                measurements,
+                verdict,
+                candidates,
             )
         )
     return RunRecord(

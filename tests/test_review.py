@@ -260,3 +260,40 @@ def test_a_a_review_calls_no_regression(
     assert code == 0
     assert len(data["operators"]) >= 5 and all(op["change"] == "unchanged" for op in data["operators"])
     assert not [op["name"] for op in data["operators"] if op["verdict"] in ("regression", "improvement")]
+
+
+DIAG_OP = """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, v, x):
+        return torch.diag(v) @ x
+
+def get_inputs():
+    return [torch.randn(512), torch.randn(512, 512)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> None:
+    repo = GitRepoBuilder(tmp_path / "repo")
+    config = CONFIG.split("operators:")[0] + "agent:\n  budget: 1\n"
+    base = repo.commit({".github/kernelbot.yml": config, "ops/keep.py": matmul_op(1)})
+    head = repo.commit({"ops/diag.py": DIAG_OP})
+    out = tmp_path / "r.json"
+    code = main(["review", "--repo", str(repo.root), "--base", base, "--head", head, "--device", "cpu", "--agent", "search",
+                 "--db", f"sqlite:///{tmp_path / 'h.db'}", "--json", str(out), "--out", str(tmp_path / "c.md"),
+                 "--candidates-dir", str(tmp_path / "cands")])
+    assert code == 0
+    (op,) = json.loads(out.read_text())["operators"]
+    best = op["best_candidate"]
+    assert best["origin"] == "diag-matmul-broadcast" and best["status"] == "ok" and best["reward"] >= 2
+    assert "class ModelNew" in best["source"]
+    md = (tmp_path / "c.md").read_text()
+    assert "Faster verified kernel for <code>ops/diag</code>" in md and "```python" in md
+    assert "| `ops/diag` | added |" in md and "diag-matmul-broadcast" in md
+    with sqlite3.connect(tmp_path / "h.db") as conn:
+        (stored,) = conn.execute("select count(*) from candidates where reward >= 2").fetchone()
+    assert stored >= 1
