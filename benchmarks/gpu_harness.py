@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import datetime
 import fnmatch
-import importlib.metadata
 import json
 import os
-import platform
-import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -31,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks import benchlib  # noqa: E402
+from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings, timing_from  # noqa: E402
 from kernelbot.harness.results import Evaluation, reward, speedup  # noqa: E402
 
@@ -241,7 +238,9 @@ def _open_and_check(task: Task, settings: Settings, gate: GpuGate) -> tuple[Hand
     )
 
 
-def run_tasks(tasks: list[Task], settings: Settings, deadline: Deadline, depth: int, log: Log) -> list[Task]:
+def run_tasks(
+    tasks: list[Task], settings: Settings, deadline: Deadline, depth: int, log: SubjectLog
+) -> list[Task]:
     """Check and time every task in order; up to `depth` later tasks load and check while one is timed."""
     gate = GpuGate()
     skipped: list[Task] = []
@@ -289,7 +288,7 @@ def run_tasks(tasks: list[Task], settings: Settings, deadline: Deadline, depth: 
 
 
 def warm_caches(
-    tasks: list[Task], settings: Settings, deadline: Deadline, cap_s: float, workers: int, log: Log
+    tasks: list[Task], settings: Settings, deadline: Deadline, cap_s: float, workers: int, log: SubjectLog
 ) -> dict[str, Any]:
     """Build torch.compile / Triton / CuPy artefacts in parallel (nothing is timed here), so timed runs hit the cache."""
     start = time.monotonic()
@@ -389,65 +388,6 @@ def aa_check(
 
 
 # -- environment and reporting ---------------------------------------------------------------------------
-def _cmd(args: list[str]) -> str | None:
-    if shutil.which(args[0]) is None:
-        return None
-    try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=20).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _version(*names: str) -> str | None:
-    for name in names:
-        try:
-            return f"{name} {importlib.metadata.version(name)}"
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def environment(device: str) -> dict[str, Any]:
-    import torch  # the parent never touches CUDA: versions only
-
-    env: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "host": platform.node(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
-        "cupy": _version("cupy-cuda13x", "cupy-cuda12x", "cupy"),
-        "triton": _version("triton", "pytorch-triton"),
-        "numpy": _version("numpy"),
-        "kernelbot": _version("kernelbot") or "source tree",
-        "device": device,
-        "cpu": next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")
-            ),
-            platform.processor(),
-        )
-        if Path("/proc/cpuinfo").exists()
-        else platform.processor(),
-        "cpu_count": os.cpu_count(),
-    }
-    nvcc = _cmd(["nvcc", "--version"])
-    env["nvcc"] = nvcc.splitlines()[-1] if nvcc else None
-    query = "name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,power.limit,temperature.gpu"
-    smi = _cmd(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"])
-    if smi:
-        gpus = [
-            dict(zip(query.split(","), (v.strip() for v in line.split(",")), strict=False))
-            for line in smi.splitlines()
-        ]
-        env["gpus"] = gpus
-        env["gpu"], env["driver"] = gpus[0].get("name"), gpus[0].get("driver_version")
-    return env
-
-
 def _ms(ev: Evaluation | None) -> str:
     if ev is None:
         return "-"
@@ -568,33 +508,7 @@ def markdown(result: dict[str, Any], tables: dict[str, list[list[str]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    if not rows:
-        return
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-        print(f"\n{title}")
-        for row in [header, *rows]:
-            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)))
-        return
-    table = Table(title=title, show_lines=False)
-    for name in header:
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    Console(width=200).print(table)
-
-
-class Log:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-
-    def line(self, text: str) -> None:
-        print(f"[{time.monotonic() - self.start:6.1f}s] {text}", flush=True)
-
+class SubjectLog(Log):
     def subject(self, task: Task, ev: Evaluation) -> None:
         what = (
             f"{ev.timing.median_ms:.4f} ms ({ev.timing.samples}x{ev.timing.calls_per_sample}, {ev.timing.stopped_by})"
@@ -621,7 +535,7 @@ def run(
     time_budget_s: float = 1.0,
 ) -> dict[str, Any]:
     """The whole benchmark; returns what it writes to out/results.json."""
-    log = Log()
+    log = SubjectLog()
     deadline = Deadline(budget_s)
     cpu = device == "cpu"
     cache_dir = cache_dir or Path("/tmp/kernelbot-bench-cache") / device
@@ -736,7 +650,7 @@ def run(
         "notes": notes,
     }
     if env.get("gpus"):
-        after = _cmd(["nvidia-smi", "--query-gpu=clocks.sm,temperature.gpu", "--format=csv,noheader"])
+        after = benchlib.cmd(["nvidia-smi", "--query-gpu=clocks.sm,temperature.gpu", "--format=csv,noheader"])
         result["env"]["after"] = after
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

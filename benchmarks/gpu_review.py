@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import datetime
 import json
 import math
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks import benchlib  # noqa: E402
+from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
 from kernelbot.measure import ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
 from kernelbot.stats import compare  # noqa: E402
@@ -92,23 +91,6 @@ class Deadline:
         return self.end - time.monotonic()
 
 
-class Log:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-
-    def line(self, text: str) -> None:
-        print(f"[{time.monotonic() - self.start:6.1f}s] {text}", flush=True)
-
-
-def _cmd(args: list[str]) -> str | None:
-    if shutil.which(args[0]) is None:
-        return None
-    try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=20).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
     """95% Wilson interval of a rate k/n (honest at n = 20 and k = 0)."""
     if n == 0:
@@ -117,45 +99,6 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def environment(device: str) -> dict[str, Any]:
-    import torch  # versions only: the parent never initialises CUDA
-
-    env: dict[str, Any] = {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "host": platform.node(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "device": device,
-        "gpu": None,
-        "driver": None,
-    }
-    if device == "cuda":
-        smi = _cmd(
-            [
-                "nvidia-smi",
-                "--query-gpu=name,driver_version,clocks.sm,temperature.gpu",
-                "--format=csv,noheader",
-            ]
-        )
-        if smi:
-            first = [v.strip() for v in smi.splitlines()[0].split(",")]
-            env["gpu"], env["driver"] = first[0], first[1] if len(first) > 1 else None
-            env["nvidia_smi"] = smi
-    if env["gpu"] is None:
-        cpuinfo = Path("/proc/cpuinfo")
-        model = next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
-                if line.startswith("model name")
-            ),
-            platform.processor(),
-        )
-        env["cpu"] = model
-    return env
 
 
 # -- part 1: trials on live sandboxes ------------------------------------------------------------
@@ -589,27 +532,6 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    if not rows:
-        return
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-        print(f"\n{title}")
-        for row in [header, *rows]:
-            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)))
-        return
-    table = Table(title=title)
-    for name in header:
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    Console(width=200).print(table)
-
-
-# -- main ------------------------------------------------------------------------------------------
 def run(
     out: Path | None,
     device: str = "cuda",
@@ -756,7 +678,7 @@ def run(
         "notes": notes,
     }
     if device == "cuda":
-        result["env"]["after"] = _cmd(
+        result["env"]["after"] = benchlib.cmd(
             ["nvidia-smi", "--query-gpu=clocks.sm,temperature.gpu", "--format=csv,noheader"]
         )
     if out is not None:

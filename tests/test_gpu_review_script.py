@@ -27,7 +27,7 @@ def test_cpu_quick_run_writes_every_scenario(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads((out / "review_results.json").read_text())

@@ -283,9 +283,29 @@ def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> 
     base = repo.commit({".github/kernelbot.yml": config, "ops/keep.py": matmul_op(1)})
     head = repo.commit({"ops/diag.py": DIAG_OP})
     out = tmp_path / "r.json"
-    code = main(["review", "--repo", str(repo.root), "--base", base, "--head", head, "--device", "cpu", "--agent", "search",
-                 "--db", f"sqlite:///{tmp_path / 'h.db'}", "--json", str(out), "--out", str(tmp_path / "c.md"),
-                 "--candidates-dir", str(tmp_path / "cands")])
+    code = main(
+        [
+            "review",
+            "--repo",
+            str(repo.root),
+            "--base",
+            base,
+            "--head",
+            head,
+            "--device",
+            "cpu",
+            "--agent",
+            "search",
+            "--db",
+            f"sqlite:///{tmp_path / 'h.db'}",
+            "--json",
+            str(out),
+            "--out",
+            str(tmp_path / "c.md"),
+            "--candidates-dir",
+            str(tmp_path / "cands"),
+        ]
+    )
     assert code == 0
     (op,) = json.loads(out.read_text())["operators"]
     best = op["best_candidate"]

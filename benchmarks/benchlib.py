@@ -1,0 +1,83 @@
+"""What the GPU scripts share: the environment record (kernelbot's own fingerprint plus tool versions), a
+timestamped log, and the table printer."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import time
+from typing import Any
+
+from kernelbot.fingerprint import collect
+
+
+def cmd(args: list[str]) -> str | None:
+    """A command's stdout, or None when the tool is missing or fails (nvcc, nvidia-smi)."""
+    if shutil.which(args[0]) is None:
+        return None
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=20).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+SMI_QUERY = (
+    "name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,power.limit,temperature.gpu"
+)
+
+
+def environment(device: str) -> dict[str, Any]:
+    """kernelbot's fingerprint (the same one results are keyed by) plus what a reader of a table wants to know."""
+    import torch  # versions only: the parent never initialises CUDA
+
+    fp = collect(device)
+    env: dict[str, Any] = {
+        **fp.to_dict(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if device == "cuda" else None,
+        "cpu_count": os.cpu_count(),
+    }
+    nvcc = cmd(["nvcc", "--version"])
+    env["nvcc"] = nvcc.splitlines()[-1] if nvcc else None
+    smi = (
+        cmd(["nvidia-smi", f"--query-gpu={SMI_QUERY}", "--format=csv,noheader"]) if device == "cuda" else None
+    )
+    if smi:
+        env["nvidia_smi"] = smi
+        env["gpus"] = [
+            dict(zip(SMI_QUERY.split(","), (v.strip() for v in line.split(",")), strict=False))
+            for line in smi.splitlines()
+        ]
+    return env
+
+
+class Log:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def line(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.start:6.1f}s] {text}", flush=True)
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """A rich table on stdout (plain columns where rich is missing); the last thing a script prints."""
+    if not rows:
+        return
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+        print(f"\n{title}")
+        for row in [header, *rows]:
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)))
+        return
+    table = Table(title=title)
+    for name in header:
+        table.add_column(name, overflow="fold")
+    for row in rows:
+        table.add_row(*[str(c) for c in row])
+    Console(width=200).print(table)
