@@ -317,3 +317,49 @@ def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> 
     with sqlite3.connect(tmp_path / "h.db") as conn:
         (stored,) = conn.execute("select count(*) from candidates where reward >= 2").fetchone()
     assert stored >= 1
+
+
+BROKEN = matmul_op(1).replace(
+    "y = x @ self.w", "y = x @ self.w\n        raise RuntimeError('broken on purpose')"
+)
+
+
+def test_operator_broken_on_one_side_is_an_error_naming_the_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = GitRepoBuilder(tmp_path / "repo")
+    config = CONFIG.split("operators:")[0]
+    base = repo.commit(
+        {".github/kernelbot.yml": config, "ops/fixed.py": BROKEN, "ops/breaks.py": matmul_op(1)}
+    )
+    head = repo.commit({"ops/fixed.py": matmul_op(2), "ops/breaks.py": BROKEN})
+    (repo.root / "scratch.txt").write_text("not committed")
+    repo.git("add", "scratch.txt")  # a dirty work tree: head is still the commit, and the run says so
+    out = tmp_path / "r.json"
+    code = main(
+        [
+            "review",
+            "--repo",
+            str(repo.root),
+            "--base",
+            base,
+            "--head",
+            head,
+            "--device",
+            "cpu",
+            "--db",
+            f"sqlite:///{tmp_path / 'h.db'}",
+            "--json",
+            str(out),
+            "--fail-on-regression",
+        ]
+    )
+    data = json.loads(out.read_text())
+    ops = by_name(data)
+    assert ops["ops/fixed"]["verdict"] == "error" and ops["ops/fixed"]["error"].startswith("base: ")
+    assert "broken on purpose" in ops["ops/fixed"]["error"] and ops["ops/fixed"]["head"]["status"] == "ok"
+    assert ops["ops/breaks"]["verdict"] == "error" and ops["ops/breaks"]["error"].startswith("head: ")
+    assert ops["ops/breaks"]["base"]["status"] == "ok"
+    assert code == 1  # broken at head fails the gate like a regression
+    assert any("uncommitted" in w and "scratch.txt" in w for w in data["warnings"])
+    assert "Traceback" not in capsys.readouterr().err
