@@ -12,7 +12,7 @@ from kernelbot import __version__
 from kernelbot.errors import KernelbotError
 
 # Each module in kernelbot.commands adds its own subcommand (one file per command).
-COMMANDS = ("check", "review", "optimize", "db")
+COMMANDS = ("check", "review", "optimize", "db", "report", "history", "ingest", "action", "publish", "export")
 
 
 def build_parser() -> argparse.ArgumentParser:

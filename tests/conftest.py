@@ -54,3 +54,27 @@ def shared_baseline_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         os.environ.pop("KERNELBOT_CACHE_DIR", None)
     else:
         os.environ["KERNELBOT_CACHE_DIR"] = previous
+
+
+# -- GitHub (tests/servers/github.py) ---------------------------------------------------------------
+
+
+@pytest.fixture
+def github_api() -> Iterator[Any]:
+    """A fresh imitation of the GitHub REST API on loopback; the test fails on any OpenAPI violation."""
+    from tests.servers.github import GitHubImitation
+
+    server = GitHubImitation().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert server.violations == [], "\n".join(server.violations)
+
+
+@pytest.fixture
+def webhook() -> Any:
+    """webhook(name, **changes): a real payload from @octokit/webhooks-examples, adjusted by `changes`."""
+    from tests.servers.github import webhook_payload
+
+    return webhook_payload

@@ -1,0 +1,636 @@
+"""`kernelbot action` and `kernelbot publish` end to end: real PyGithub against the GitHub imitation."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelbot import action as action_mod
+from kernelbot.action import CommandError, Payload, build_payload, parse_command, suggestion_for, truncate
+from kernelbot.cli import main
+from kernelbot.commands import action as action_cmd
+from kernelbot.commands import publish as publish_cmd
+from kernelbot.github import COMMENT_LIMIT, CheckRun, GitHub, GitHubError, Suggestion, hunk_lines
+from kernelbot.render import STICKY_MARKER
+from tests.gitrepo_builder import GitRepoBuilder
+from tests.servers.github import GitHubImitation, Pull
+
+CONFIG = """\
+harness:
+  time_budget_s: 0.3
+  max_samples: 20
+  timeout_s: 120
+thresholds:
+  regression: 0.25   # CPU timings on a shared box are noisy; the planted changes are 3x or more
+agent:
+  budget: 2
+"""
+
+
+def matmul_op(repeats: int) -> str:
+    body = "y = x @ self.w" + "".join("\n        y = y + x @ self.w" for _ in range(repeats - 1))
+    return f"""
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(n, n))
+
+    def forward(self, x):
+        {body}
+        return y
+
+def get_inputs():
+    return [torch.randn(128, 128)]
+
+def get_init_inputs():
+    return [128]
+"""
+
+
+def diag_op(forward: str) -> str:
+    return f"""
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        {forward}
+
+N = 1024
+
+def get_inputs():
+    return [torch.randn(N), torch.randn(N, N)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def patches(repo: GitRepoBuilder, base: str, head: str) -> dict[str, str]:
+    """The PR files' `patch` fields, as GitHub computes them (the diff from the first @@ on)."""
+    out = {}
+    for path in repo.git("diff", "--name-only", base, head).splitlines():
+        diff = repo.git("diff", base, head, "--", path)
+        out[path] = diff[diff.index("@@") :]
+    return out
+
+
+@pytest.fixture(scope="module")
+def regression_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepoBuilder, str, str]:
+    repo = GitRepoBuilder(tmp_path_factory.mktemp("action") / "repo")
+    base = repo.commit(
+        {".github/kernelbot.yml": CONFIG, "ops/slowed.py": matmul_op(1), "ops/steady.py": matmul_op(1)},
+        message="base",
+    )
+    head = repo.commit({"ops/slowed.py": matmul_op(6)}, message="head: slower")
+    return repo, base, head
+
+
+@pytest.fixture
+def fast_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production client with its pauses shortened (the retry policy itself is unchanged)."""
+    real = action_mod.client
+
+    def client(env: Any, **kw: Any) -> GitHub:
+        return real(env, seconds_between_writes=0, seconds_between_requests=0, backoff=0.01, **kw)
+
+    monkeypatch.setattr(action_cmd, "client", client)
+    monkeypatch.setattr(publish_cmd, "client", client)
+
+
+class Run:
+    """One `kernelbot action` (or publish) invocation as GitHub Actions would start it."""
+
+    def __init__(self, code: int, outputs: dict[str, str], stdout: str, summary: str) -> None:
+        self.code, self.outputs, self.stdout, self.summary = code, outputs, stdout, summary
+
+
+def actions_env(
+    monkeypatch: pytest.MonkeyPatch, tmp: Path, server: GitHubImitation, event: str, payload: dict, repo: Path
+) -> dict[str, Path]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    files = {"event": tmp / "event.json", "output": tmp / "output", "summary": tmp / "summary.md"}
+    files["event"].write_text(json.dumps(payload))
+    for key, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_EVENT_NAME": event,
+        "GITHUB_EVENT_PATH": str(files["event"]),
+        "GITHUB_REPOSITORY": server.repository,
+        "GITHUB_API_URL": server.base_url,
+        "GITHUB_SERVER_URL": "https://github.example",
+        "GITHUB_RUN_ID": "4242",
+        "GITHUB_TOKEN": server.token,
+        "GITHUB_OUTPUT": str(files["output"]),
+        "GITHUB_STEP_SUMMARY": str(files["summary"]),
+        "GITHUB_WORKSPACE": str(repo),
+    }.items():
+        monkeypatch.setenv(key, value)
+    return files
+
+
+def run_action(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp: Path,
+    server: GitHubImitation,
+    event: str,
+    payload: dict,
+    repo: Path,
+    *args: str,
+) -> Run:
+    files = actions_env(monkeypatch, tmp, server, event, payload, repo)
+    capsys.readouterr()
+    code = main(
+        [
+            "action",
+            "--device",
+            "cpu",
+            "--db",
+            f"sqlite:///{tmp / 'history.db'}",
+            "--out",
+            str(tmp / "out"),
+            *args,
+        ]
+    )
+    out = capsys.readouterr().out
+    outputs = dict(
+        line.split("=", 1)
+        for line in (files["output"].read_text().splitlines() if files["output"].exists() else [])
+    )
+    summary = files["summary"].read_text() if files["summary"].exists() else ""
+    return Run(code, outputs, out, summary)
+
+
+def stickies(server: GitHubImitation, number: int) -> list[dict[str, Any]]:
+    return [c for c in server.comments_on(number) if STICKY_MARKER in c["body"] and c["user"] == server.bot]
+
+
+# -- pull requests -----------------------------------------------------------------------------------
+
+
+def test_regression_pr_comment_failing_check_annotation_then_second_push_edits_it(
+    regression_repo: tuple[GitRepoBuilder, str, str],
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo, base, head = regression_repo
+    github_api.pulls[5] = Pull(5, head, base, patches(repo, base, head))
+    for i in range(120):  # other people's comments: the sticky one is found across pages
+        github_api.add_comment(5, f"looks good {i}", "reviewer")
+    payload = webhook(
+        "pull_request", repository=github_api.repository, number=5, head_sha=head, base_sha=base
+    )
+    run = run_action(
+        monkeypatch,
+        capsys,
+        tmp_path / "1",
+        github_api,
+        "pull_request",
+        payload,
+        repo.root,
+        "--fail-on-regression",
+    )
+    assert run.code == 1
+    [comment] = stickies(github_api, 5)
+    assert "1 regression" in comment["body"] and "| `ops/slowed` |" in comment["body"]
+    [check] = github_api.check_runs.values()
+    assert check["conclusion"] == "failure" and check["head_sha"] == head
+    assert check["annotations"] and check["annotations"][0]["path"] == "ops/slowed.py"
+    assert "::error file=ops/slowed.py,line=1,title=kernelbot::ops/slowed: regression" in run.stdout
+    assert "::group::kernelbot: measure" in run.stdout and "::endgroup::" in run.stdout
+    assert run.outputs["verdict-summary"] == "1 regression" and run.outputs["run-id"].isdigit()
+    assert run.outputs["comment-url"].startswith(github_api.base_url)
+    assert "ops/slowed" in run.summary
+    assert github_api.token not in json.dumps(
+        github_api.bodies
+    ) and github_api.token not in run.stdout.replace(f"::add-mask::{github_api.token}", "")
+
+    # A second push: the same comment is edited, never a second one.
+    second = repo.commit({"ops/slowed.py": matmul_op(5)}, message="head 2")
+    github_api.pulls[5] = Pull(5, second, base, patches(repo, base, second))
+    payload = webhook(
+        "pull_request",
+        repository=github_api.repository,
+        number=5,
+        action="synchronize",
+        head_sha=second,
+        base_sha=base,
+    )
+    run2 = run_action(monkeypatch, capsys, tmp_path / "1", github_api, "pull_request", payload, repo.root)
+    assert run2.code == 0  # not --fail-on-regression this time
+    [edited] = stickies(github_api, 5)
+    assert second[:10] in edited["body"] and head[:10] not in edited["body"]
+    assert github_api.requests("PATCH", r"/issues/comments/\d+$")
+
+    # The stored run can be posted again from the database (a failed publish is replayable).
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "publish",
+                "--run-id",
+                run.outputs["run-id"],
+                "--db",
+                f"sqlite:///{tmp_path / '1' / 'history.db'}",
+            ]
+        )
+        == 0
+    )
+    [replayed] = stickies(github_api, 5)
+    assert head[:10] in replayed["body"] and "1 regression" in replayed["body"]
+
+
+def test_improvement_with_verified_candidate_gets_a_suggestion(
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo = GitRepoBuilder(tmp_path / "repo")
+    base = repo.commit(
+        {
+            ".github/kernelbot.yml": CONFIG,
+            "ops/diag.py": diag_op("return torch.diag(A) @ (torch.diag(A) @ B)"),
+        }
+    )
+    head = repo.commit({"ops/diag.py": diag_op("return torch.diag(A) @ B")})
+    github_api.pulls[9] = Pull(9, head, base, patches(repo, base, head))
+    payload = webhook(
+        "pull_request", repository=github_api.repository, number=9, head_sha=head, base_sha=base
+    )
+    run = run_action(
+        monkeypatch,
+        capsys,
+        tmp_path,
+        github_api,
+        "pull_request",
+        payload,
+        repo.root,
+        "--agent",
+        "search",
+        "--budget",
+        "1",
+    )
+    assert run.code == 0
+    [comment] = stickies(github_api, 9)
+    assert "improvement" in comment["body"] and "diag-matmul-broadcast" in comment["body"]
+    assert "<details><summary>Kernel source" in comment["body"]
+    [review] = github_api.reviews
+    [suggestion] = review["comments"]
+    assert review["commit_id"] == head and suggestion["path"] == "ops/diag.py"
+    assert "```suggestion\n    def forward(self, A, B):" in suggestion["body"]
+    assert "torch.diag" not in suggestion["body"].split("```suggestion")[1]
+    source = (repo.root / "ops/diag.py").read_text().splitlines()
+    assert source[suggestion["start_line"] - 1].strip() == "def forward(self, A, B):"
+    [check] = github_api.check_runs.values()
+    assert check["conclusion"] == "success"
+
+
+def test_fork_pr_runs_only_after_the_label(
+    regression_repo: tuple[GitRepoBuilder, str, str],
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo, base, head = regression_repo
+    github_api.pulls[6] = Pull(6, head, base, patches(repo, base, head), head_repo="stranger/kernels")
+    common = {
+        "repository": github_api.repository,
+        "number": 6,
+        "head_sha": head,
+        "base_sha": base,
+        "head_repo": "stranger/kernels",
+    }
+    run = run_action(
+        monkeypatch,
+        capsys,
+        tmp_path,
+        github_api,
+        "pull_request",
+        webhook("pull_request", **common),
+        repo.root,
+    )
+    assert run.code == 0 and "waiting for a maintainer" in run.outputs["verdict-summary"]
+    assert github_api.log == [] and not (tmp_path / "out" / "payload.json").exists()
+    other = webhook("pull_request", action="labeled", label="bug", labels=("bug",), **common)
+    assert run_action(monkeypatch, capsys, tmp_path, github_api, "pull_request", other, repo.root).code == 0
+    assert github_api.log == []
+    labelled = webhook(
+        "pull_request", action="labeled", label="kernelbot:run", labels=("kernelbot:run",), **common
+    )
+    # The GPU job (read-only token) measures and leaves the payload; the publish job posts it.
+    run = run_action(
+        monkeypatch, capsys, tmp_path, github_api, "pull_request", labelled, repo.root, "--no-publish"
+    )
+    assert run.code == 0 and run.outputs["verdict-summary"] == "1 regression"
+    assert [r for r in github_api.log if r[0] != "GET"] == [] and not stickies(github_api, 6)
+    assert main(["publish", "--payload", str(tmp_path / "out" / "payload.json")]) == 0
+    assert len(stickies(github_api, 6)) == 1 and len(github_api.check_runs) == 1
+
+
+def test_gate_only_pins_the_head_and_says_eyes(
+    regression_repo: tuple[GitRepoBuilder, str, str],
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo, base, head = regression_repo
+    github_api.pulls[15] = Pull(15, head, base, patches(repo, base, head))
+    github_api.roles["owner"] = "admin"
+    cid = github_api.add_comment(15, "/kernelbot optimize", "owner")
+    payload = webhook(
+        "issue_comment",
+        repository=github_api.repository,
+        number=15,
+        body="/kernelbot optimize",
+        commenter="owner",
+        comment_id=cid,
+    )
+    run = run_action(
+        monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root, "--gate-only"
+    )
+    assert run.code == 0 and run.outputs["accepted"] == "true"
+    assert run.outputs["head-sha"] == head and run.outputs["base-sha"] == base
+    assert [r[1] for r in github_api.reactions if r[0] == cid] == ["eyes"]
+    assert not (tmp_path / "out" / "payload.json").exists()
+
+
+# -- slash commands ----------------------------------------------------------------------------------
+
+
+def test_writer_command_runs_with_reactions(
+    regression_repo: tuple[GitRepoBuilder, str, str],
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo, base, head = regression_repo
+    github_api.pulls[7] = Pull(7, head, base, patches(repo, base, head))
+    github_api.roles["maintainer"] = "write"
+    cid = github_api.add_comment(7, "/kernelbot optimize ops/slowed --budget 1", "maintainer")
+    payload = webhook(
+        "issue_comment", repository=github_api.repository, number=7, body="/kernelbot optimize ops/slowed --budget 1",
+        commenter="maintainer", comment_id=cid,
+    )  # fmt: skip
+    run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)
+    assert run.code == 0
+    assert [r[1] for r in github_api.reactions if r[0] == cid] == ["eyes", "rocket"]
+    assert len(stickies(github_api, 7)) == 1
+    assert github_api.requests("GET", r"/collaborators/maintainer/permission$")
+    stored = json.loads((tmp_path / "out" / "review.json").read_text())
+    assert stored["head"] == head  # the SHA pinned when the command was accepted
+
+
+def test_reader_command_is_refused_with_a_reply(
+    regression_repo: tuple[GitRepoBuilder, str, str],
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo, base, head = regression_repo
+    github_api.pulls[8] = Pull(8, head, base, patches(repo, base, head))
+    github_api.roles["visitor"] = "read"
+    cid = github_api.add_comment(8, "/kernelbot optimize", "visitor")
+    payload = webhook(
+        "issue_comment",
+        repository=github_api.repository,
+        number=8,
+        body="/kernelbot optimize",
+        commenter="visitor",
+        comment_id=cid,
+    )
+    for _ in range(2):  # a re-run of the same event does not reply twice
+        run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)
+        assert run.code == 0 and "skipped" in run.outputs["verdict-summary"]
+    assert {r[1] for r in github_api.reactions if r[0] == cid} == {"confused"}
+    replies = [c for c in github_api.comments_on(8) if c["user"] == github_api.bot]
+    assert len(replies) == 1 and "@visitor has read permission" in replies[0]["body"]
+    assert not stickies(github_api, 8) and not github_api.check_runs
+
+
+def test_shell_injection_in_a_comment_is_inert(
+    regression_repo: tuple[GitRepoBuilder, str, str],
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    repo, base, head = regression_repo
+    github_api.pulls[10] = Pull(10, head, base, patches(repo, base, head))
+    github_api.roles["maintainer"] = "admin"
+    marker = tmp_path / "pwned"
+    body = f'/kernelbot optimize "$(touch {marker})" `touch {marker}` ; touch {marker} --budget 1$(id)\ntouch {marker}'
+    cid = github_api.add_comment(10, body, "maintainer")
+    payload = webhook(
+        "issue_comment",
+        repository=github_api.repository,
+        number=10,
+        body=body,
+        commenter="maintainer",
+        comment_id=cid,
+    )
+    monkeypatch.chdir(tmp_path)
+    run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)
+    assert run.code == 0 and not marker.exists()
+    assert {r[1] for r in github_api.reactions if r[0] == cid} == {"confused"}
+    assert not stickies(github_api, 10)
+
+
+def test_command_parsing() -> None:
+    assert parse_command("looks good") is None and parse_command("/kernelbotx optimize") is None
+    assert parse_command("/kernelbot optimize") == action_mod.Command((), None, "search")
+    assert parse_command(
+        "/kernelbot optimize ops/a gelu --budget 3 --agent llm\nmore text"
+    ) == action_mod.Command(("ops/a", "gelu"), 3, "llm")
+    for bad in (
+        "/kernelbot deploy",
+        "/kernelbot optimize --budget x",
+        "/kernelbot optimize 'unclosed",
+        "/kernelbot optimize a;b",
+    ):
+        with pytest.raises(CommandError):
+            parse_command(bad)
+
+
+# -- publishing: retries, limits, the diff -----------------------------------------------------------
+
+
+def payload_file(tmp_path: Path, pr: int, head: str, comment: str) -> Path:
+    payload = Payload("octo-org/kernels", pr, head, 1, "1 regression", comment, "failure", "summary")
+    path = tmp_path / "payload.json"
+    path.write_text(json.dumps(payload.to_json()))
+    return path
+
+
+def test_a_500_on_the_first_post_leaves_exactly_one_comment(
+    github_api: GitHubImitation, fast_client: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    github_api.pulls[11] = Pull(11, "a" * 40, "b" * 40, {})
+    actions_env(monkeypatch, tmp_path, github_api, "pull_request", {}, tmp_path)
+    # GitHub created the comment, then answered 500: the retry must find it rather than post again.
+    github_api.fail("POST", r"/issues/11/comments$", 500, after_apply=True)
+    github_api.fail("POST", r"/check-runs$", 502, times=2)
+    assert (
+        main(["publish", "--payload", str(payload_file(tmp_path, 11, "a" * 40, f"{STICKY_MARKER}\nhello"))])
+        == 0
+    )
+    assert (
+        len(stickies(github_api, 11)) == 1 and len(github_api.requests("POST", r"/issues/11/comments$")) == 1
+    )
+    assert len(github_api.check_runs) == 1 and len(github_api.requests("POST", r"/check-runs$")) == 3
+
+
+def test_oversized_table_is_truncated_under_the_limit(
+    github_api: GitHubImitation, fast_client: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    review = json.loads(json.dumps(_tiny_review()))
+    review["operators"] = [
+        dict(review["operators"][0], name=f"ops/op_{i:05d}", path=f"ops/op_{i:05d}.py") for i in range(3000)
+    ]
+    payload, full = build_payload(
+        review,
+        "3000 regressions",
+        pr=12,
+        fail_on_regression=True,
+        pointer="See the kernelbot-report artifact.",
+        read_head=lambda _p: None,
+    )
+    assert len(full) > COMMENT_LIMIT and len(payload.comment) < COMMENT_LIMIT
+    assert payload.comment.rstrip().endswith("See the kernelbot-report artifact.")
+    assert len(payload.annotations) == 3000
+    github_api.pulls[12] = Pull(12, "c" * 40, "d" * 40, {})
+    actions_env(monkeypatch, tmp_path, github_api, "pull_request", {}, tmp_path)
+    (tmp_path / "payload.json").write_text(json.dumps(payload.to_json()))
+    assert main(["publish", "--payload", str(tmp_path / "payload.json")]) == 0
+    [comment] = stickies(github_api, 12)
+    assert len(comment["body"]) < COMMENT_LIMIT
+    [check] = github_api.check_runs.values()
+    assert len(check["annotations"]) == 3000  # 50 per request, as GitHub requires
+    # The imitation holds GitHub's line: a body over the limit is a 422, which the adapter refuses early.
+    gh = GitHub(github_api.repository, github_api.token, github_api.base_url, seconds_between_writes=0)
+    with pytest.raises(GitHubError, match="at most 65536"):
+        gh.upsert_comment(12, STICKY_MARKER + "x" * COMMENT_LIMIT, STICKY_MARKER)
+
+
+def _tiny_review() -> dict[str, Any]:
+    timing = {"median_ms": 2.0, "samples": 10, "calls_per_sample": 1, "ci95_ms": [1.9, 2.1]}
+    op = {
+        "name": "ops/a", "path": "ops/a.py", "change": "modified", "reasons": [], "threshold": 0.25,
+        "base": {"status": "ok", "reason": "", "timing": timing}, "head": {"status": "ok", "reason": "", "timing": {**timing, "median_ms": 6.0}},
+        "ratio": 3.0, "p_value": 0.001, "ratio_ci99": [2.9, 3.1], "verdict": "regression", "error": None, "best_candidate": None,
+    }  # fmt: skip
+    device = {
+        "device": "cpu",
+        "gpu": None,
+        "cpu": "x86",
+        "driver": None,
+        "cuda": None,
+        "torch": "2",
+        "cupy": None,
+        "kernelbot": "0.1",
+    }
+    return {"schema_version": 1, "run_id": 1, "repository": "octo-org/kernels", "base": "b" * 40, "head": "c" * 40, "device": device, "summary": "", "warnings": [], "operators": [op]}  # fmt: skip
+
+
+def test_rate_limits_are_waited_out_and_post_is_not_blindly_retried(github_api: GitHubImitation) -> None:
+    slept: list[float] = []
+    gh = GitHub(
+        github_api.repository, github_api.token, github_api.base_url,
+        seconds_between_writes=0, seconds_between_requests=0, backoff=0.01, sleep=slept.append,
+    )  # fmt: skip
+    github_api.pulls[13] = Pull(13, "e" * 40, "f" * 40, {})
+    github_api.roles["dev"] = "maintain"
+    github_api.fail("GET", r"/collaborators/dev/permission$", 429, retry_after=1)
+    assert gh.permission("dev") == "maintain"  # urllib3 slept the Retry-After second itself
+    github_api.fail("POST", r"/issues/13/comments$", 403, retry_after=7)
+    gh.upsert_comment(13, f"{STICKY_MARKER}\nhi", STICKY_MARKER)
+    assert 7.0 in slept and len(stickies(github_api, 13)) == 1
+    github_api.fail("POST", r"/issues/13/comments$", 500, times=99)
+    with pytest.raises(GitHubError, match="replay it later"):
+        gh.upsert_comment(13, "<!-- other -->\nx", "<!-- other -->")
+
+
+def test_suggestions_off_the_diff_are_left_out(github_api: GitHubImitation) -> None:
+    patch = "@@ -10,4 +10,5 @@ class Model:\n     def forward(self, x):\n-        return a\n+        return b\n+        # c\n     x\n"
+    assert hunk_lines(patch) == [(10, 14)]
+    github_api.pulls[14] = Pull(14, "1" * 40, "2" * 40, {"ops/a.py": patch})
+    gh = GitHub(github_api.repository, github_api.token, github_api.base_url, seconds_between_writes=0)
+    inside = Suggestion("ops/a.py", 11, 12, "        return c", "note")
+    outside = Suggestion("ops/a.py", 30, 31, "x", "note")
+    other = Suggestion("ops/b.py", 1, 1, "x", "note")
+    url, dropped = gh.create_review(14, "1" * 40, "body", [inside, outside, other])
+    assert url and dropped == [outside, other]
+    assert github_api.reviews[0]["comments"][0]["start_line"] == 11
+    assert gh.create_review(14, "1" * 40, "body", [outside]) == (None, [outside])
+    url = gh.create_check_run(CheckRun("kernelbot", "1" * 40, "neutral", "t", "s"))
+    assert url.startswith(github_api.base_url)
+
+
+def test_suggestion_replaces_only_forward_and_truncate_keeps_whole_lines() -> None:
+    head = diag_op("return torch.diag(A) @ B")
+    candidate = (
+        head + "\n\nclass ModelNew(Model):\n    def forward(self, A, B):\n        return A[:, None] * B\n"
+    )
+    op: dict[str, Any] = {
+        "path": "ops/diag.py",
+        "best_candidate": {"source": candidate, "origin": "r", "speedup_vs_eager": 12.0, "reward": 3},
+    }
+    s = suggestion_for(op, head)
+    assert s is not None and s.replacement == "    def forward(self, A, B):\n        return A[:, None] * B"
+    needs_import = candidate.replace("A[:, None] * B", "operator.mul(A[:, None], B)")
+    assert (
+        suggestion_for({**op, "best_candidate": {**op["best_candidate"], "source": needs_import}}, head)
+        is None
+    )
+    text = "\n".join(f"line {i}" for i in range(1000))
+    cut = truncate(text, 500, "see artifact")
+    assert len(cut) <= 500 and cut.endswith("see artifact\n") and re.search(r"line \d+\n\n…", cut)
+
+
+def test_a_tampered_payload_cannot_post_elsewhere(
+    github_api: GitHubImitation,
+    webhook: Any,
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    event = webhook(
+        "pull_request", repository=github_api.repository, number=16, head_sha="a" * 40, base_sha="b" * 40
+    )
+    actions_env(monkeypatch, tmp_path, github_api, "pull_request", event, tmp_path)
+    assert (
+        main(["publish", "--payload", str(payload_file(tmp_path, 17, "a" * 40, f"{STICKY_MARKER}\nx"))]) == 2
+    )
+    assert (
+        main(["publish", "--payload", str(payload_file(tmp_path, 16, "c" * 40, f"{STICKY_MARKER}\nx"))]) == 2
+    )
+    assert github_api.log == [] and "#16" in capsys.readouterr().err
