@@ -179,6 +179,79 @@ class HistoryPoint:
     ci95_high_ms: float | None
 
 
+@dataclass
+class TrendPoint:
+    """One measurement with everything the trend report and `kernelbot history` group it by."""
+
+    repository: str  # "owner/name"
+    operator: str  # operator name (a rename is a new name)
+    spec_hash: str  # the operator version measured
+    fingerprint_key: str | None  # series are never mixed across keys
+    gpu: str | None  # the fingerprint's GPU model ("cpu" for CPU runs), for labels
+    run_id: int
+    trigger: str  # one of Trigger
+    started_at: datetime  # when the run started
+    commit_sha: str | None  # the code measured
+    pr_number: int | None  # the run's pull request
+    side: str  # one of Side
+    status: str  # harness status
+    median_ms: float | None
+    ci95_low_ms: float | None
+    ci95_high_ms: float | None
+
+
+@dataclass
+class RunSummary:
+    """A run without its operators, for reports."""
+
+    run_id: int
+    repository: str
+    trigger: str  # one of Trigger
+    status: str  # one of RunStatus
+    started_at: datetime
+    head_sha: str | None
+    pr_number: int | None
+    runner: str
+    error: str | None  # why it failed, naming the step
+    gpu: str | None  # of the run's fingerprint
+
+
+@dataclass
+class VerdictSummary:
+    """One base-against-head verdict with its run's commits, for reports."""
+
+    run_id: int
+    repository: str
+    operator: str
+    started_at: datetime
+    trigger: str
+    pr_number: int | None
+    head_sha: str | None
+    base_sha: str | None
+    fingerprint_key: str | None  # of the run
+    verdict: str | None  # one of VerdictKind, None when not judged
+    ratio: float | None  # head / base
+    change: str  # one of Change: how the run's revisions changed the operator (added, removed, ...)
+
+
+@dataclass
+class CandidateSummary:
+    """One agent candidate with its run, for reports."""
+
+    run_id: int
+    repository: str
+    operator: str
+    started_at: datetime
+    pr_number: int | None
+    head_sha: str | None
+    fingerprint_key: str | None  # of its measurement, else of the run
+    origin: str  # rule id or model name
+    status: str
+    reward: int  # -1, 1, 2, 3
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+
+
 T = TypeVar("T")
 
 
@@ -334,6 +407,131 @@ class History:
 
         return self._transaction(work)
 
+    def trend_points(
+        self,
+        repository: str | None = None,
+        operator: str | None = None,
+        sides: Sequence[Side] = ("base", "head"),
+        until: datetime | None = None,
+    ) -> list[TrendPoint]:
+        """Measurements (not candidates) of every operator, oldest first, with run, commit and fingerprint."""
+        commit, fp = aliased(Commit), aliased(Fingerprint)
+        query = (
+            select(
+                Measurement,
+                Run,
+                Operator.name,
+                Operator.spec_hash,
+                Repository.name,
+                commit.sha,
+                fp.key,
+                fp.gpu,
+            )
+            .join(Run, Measurement.run_id == Run.id)
+            .join(Operator, Measurement.operator_id == Operator.id)
+            .join(Repository, Operator.repository_id == Repository.id)
+            .outerjoin(commit, Measurement.commit_id == commit.id)
+            .outerjoin(fp, Measurement.fingerprint_id == fp.id)
+            .where(Measurement.side.in_(sides), Measurement.candidate_id.is_(None))
+            .order_by(Run.started_at, Run.id, Measurement.id)
+        )
+        if repository is not None:
+            query = query.where(Repository.name == repository)
+        if operator is not None:
+            query = query.where(Operator.name == operator)
+        if until is not None:
+            query = query.where(Run.started_at < until)
+
+        def work(session: Session) -> list[TrendPoint]:
+            return [
+                TrendPoint(repo, name, spec_hash, key, gpu, run.id, run.trigger, run.started_at, sha,
+                           run.pr_number, m.side, m.status, m.median_ms, m.ci95_low_ms, m.ci95_high_ms)
+                for m, run, name, spec_hash, repo, sha, key, gpu in session.execute(query)
+            ]  # fmt: skip
+
+        return self._transaction(work)
+
+    def runs(self, since: datetime | None = None, until: datetime | None = None) -> list[RunSummary]:
+        """Runs started in [since, until), oldest first."""
+        head, fp = aliased(Commit), aliased(Fingerprint)
+        query = (
+            select(Run, Repository.name, head.sha, fp.gpu)
+            .join(Repository, Run.repository_id == Repository.id)
+            .outerjoin(head, Run.head_commit_id == head.id)
+            .outerjoin(fp, Run.fingerprint_id == fp.id)
+            .where(*_window(Run.started_at, since, until))
+            .order_by(Run.started_at, Run.id)
+        )
+
+        def work(session: Session) -> list[RunSummary]:
+            return [
+                RunSummary(run.id, repo, run.trigger, run.status, run.started_at, sha, run.pr_number,
+                           run.runner, run.error, gpu)
+                for run, repo, sha, gpu in session.execute(query)
+            ]  # fmt: skip
+
+        return self._transaction(work)
+
+    def verdicts(self, since: datetime | None = None, until: datetime | None = None) -> list[VerdictSummary]:
+        """Verdicts of runs started in [since, until), oldest first."""
+        head, base, fp = aliased(Commit), aliased(Commit), aliased(Fingerprint)
+        query = (
+            select(Verdict, Run, Operator.name, Repository.name, head.sha, base.sha, fp.key)
+            .join(Run, Verdict.run_id == Run.id)
+            .join(Operator, Verdict.operator_id == Operator.id)
+            .join(Repository, Run.repository_id == Repository.id)
+            .outerjoin(head, Run.head_commit_id == head.id)
+            .outerjoin(base, Run.base_commit_id == base.id)
+            .outerjoin(fp, Run.fingerprint_id == fp.id)
+            .where(*_window(Run.started_at, since, until))
+            .order_by(Run.started_at, Run.id, Verdict.id)
+        )
+
+        def work(session: Session) -> list[VerdictSummary]:
+            return [
+                VerdictSummary(run.id, repo, name, run.started_at, run.trigger, run.pr_number, head_sha,
+                               base_sha, key, v.verdict, v.ratio, v.change)
+                for v, run, name, repo, head_sha, base_sha, key in session.execute(query)
+            ]  # fmt: skip
+
+        return self._transaction(work)
+
+    def candidates(
+        self, since: datetime | None = None, until: datetime | None = None, min_reward: int = -1
+    ) -> list[CandidateSummary]:
+        """Agent candidates of runs started in [since, until) with at least `min_reward`, oldest first."""
+        head, run_fp, cand_fp = aliased(Commit), aliased(Fingerprint), aliased(Fingerprint)
+        query = (
+            select(Candidate, Run, Operator.name, Repository.name, head.sha, run_fp.key, cand_fp.key)
+            .join(Run, Candidate.run_id == Run.id)
+            .join(Operator, Candidate.operator_id == Operator.id)
+            .join(Repository, Run.repository_id == Repository.id)
+            .outerjoin(head, Run.head_commit_id == head.id)
+            .outerjoin(run_fp, Run.fingerprint_id == run_fp.id)
+            .outerjoin(Measurement, Measurement.candidate_id == Candidate.id)
+            .outerjoin(cand_fp, Measurement.fingerprint_id == cand_fp.id)
+            .where(Candidate.reward >= min_reward, *_window(Run.started_at, since, until))
+            .order_by(Run.started_at, Run.id, Candidate.id)
+        )
+
+        def work(session: Session) -> list[CandidateSummary]:
+            return [
+                CandidateSummary(run.id, repo, name, run.started_at, run.pr_number, sha, cand_key or run_key,
+                                 **_copy(c, ("origin", "status", "reward", "speedup_vs_eager",
+                                             "speedup_vs_compile")))
+                for c, run, name, repo, sha, run_key, cand_key in session.execute(query)
+            ]  # fmt: skip
+
+        return self._transaction(work)
+
+    def fingerprints(self) -> dict[str, FingerprintRecord]:
+        """Every fingerprint by key, as recorded."""
+
+        def work(session: Session) -> dict[str, FingerprintRecord]:
+            return {f.key: FingerprintRecord(**f.payload) for f in session.scalars(select(Fingerprint))}
+
+        return self._transaction(work)
+
     def count(self, table: str) -> int:
         """Rows in one table, by table name."""
         model = next(m for m in db.Base.registry.mappers if m.class_.__tablename__ == table).class_
@@ -347,6 +545,13 @@ _VERDICT = ("verdict", "ratio", "p_value", "threshold", "error")
 _CANDIDATE = tuple(f for f in CandidateRecord.__dataclass_fields__ if f != "measurement")
 _TURN = tuple(f for f in TurnRecord.__dataclass_fields__ if f != "candidate")
 _MEASUREMENT = tuple(f for f in MeasurementRecord.__dataclass_fields__ if f != "fingerprint")
+
+
+def _window(column: Any, since: datetime | None, until: datetime | None) -> list[Any]:
+    """WHERE clauses for since <= column < until, either end open."""
+    return [
+        c for c in (column >= since if since else None, column < until if until else None) if c is not None
+    ]
 
 
 def _copy(source: Any, names: Sequence[str]) -> dict[str, Any]:
