@@ -80,7 +80,9 @@ class AgentSettings(_Strict):
     model: str | None = None
     api_base: str | None = None
     max_turns: int = Field(default=12, ge=1)
-    max_cost_usd: float = Field(default=2.0, ge=0)
+    max_cost_usd: float = Field(default=2.0, ge=0)  # money per operator (litellm's price of the model)
+    max_tokens: int | None = Field(default=None, ge=1)  # prompt + completion tokens per operator
+    run_max_cost_usd: float | None = Field(default=None, ge=0)  # money per run, over all its operators
     budget: int = Field(default=8, ge=1)  # candidates per operator
     time_s: float = Field(default=900.0, gt=0)  # wall time per operator
 

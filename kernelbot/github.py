@@ -1,4 +1,4 @@
-"""The GitHub adapter: the only module that imports PyGithub (comments, reviews, check runs, reactions, permissions)."""
+"""The GitHub adapter: the only module that imports PyGithub (comments, issues, reviews, check runs, reactions, permissions)."""
 
 from __future__ import annotations
 
@@ -241,7 +241,35 @@ class GitHub:
                 return comment
         return None
 
+    def _find_issue(self, marker: str) -> Any:
+        login = self.bot_login
+        # Open and closed; pull requests are listed too, and the marker tells them apart.
+        for issue in self._repo.get_issues(state="all"):
+            if marker in (issue.body or "") and issue.user.login == login:
+                return issue
+        return None
+
     # -- writes ----------------------------------------------------------------------------------
+
+    def upsert_issue(self, title: str, body: str, marker: str) -> str:
+        """Edit the bot's issue (open or closed) that carries `marker`, or create it; returns its URL."""
+        if marker not in body:
+            raise ValueError("the issue body must contain its marker")
+        if len(body) > COMMENT_LIMIT:
+            raise GitHubError(f"issue body is {len(body)} characters; GitHub takes at most {COMMENT_LIMIT}")
+        existing = self._call("list issues", lambda: self._find_issue(marker))
+        if existing is not None:
+            self._call(f"PATCH issue #{existing.number}", lambda: existing.edit(title=title, body=body))
+            return str(existing.html_url)
+
+        def lookup() -> Any:
+            found = self._find_issue(marker)
+            if found is not None and (found.title, found.body) != (title, body):
+                found.edit(title=title, body=body)
+            return found
+
+        issue = self._post("POST issue", lambda: self._repo.create_issue(title=title, body=body), lookup)
+        return str(issue.html_url)
 
     def upsert_comment(self, number: int, body: str, marker: str) -> str:
         """Edit the bot's comment that carries `marker`, or create it; returns its URL. Never duplicates."""

@@ -66,6 +66,8 @@ class OptimizeResult:
     facts: dict[str, Any] = field(default_factory=dict)
     stopped_by: str = "exhausted"  # "exhausted" | "budget" | "time"
     best_path: str | None = None  # the drop-in file written for the winner
+    transcript: list[Any] = field(default_factory=list)  # the agent's turns (history.TurnRecord)
+    agent_summary: dict[str, Any] = field(default_factory=dict)  # the agent's account: model, cost, stop
 
     @property
     def best(self) -> CandidateResult | None:
@@ -82,6 +84,7 @@ class OptimizeResult:
             "stopped_by": self.stopped_by,
             "candidates": [c.to_json() for c in self.candidates],
             "skipped_rules": self.skipped,
+            "agent_summary": self.agent_summary,
             "best": None if best is None else {**best.to_json(), "drop_in_path": self.best_path},
         }
 
@@ -174,6 +177,9 @@ def optimize_operator(
             )
         )
     result.skipped = dict(getattr(agent, "skipped", {}))
+    result.transcript = list(getattr(agent, "transcript", []))
+    summary = getattr(agent, "summary", None)
+    result.agent_summary = summary() if callable(summary) else {}
     best = result.best
     if best is not None:
         target = out_dir / f"{_slug(spec.name.replace('/', '_'))}_kernelbot.py"

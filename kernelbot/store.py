@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from kernelbot.errors import StorageError
+from kernelbot import gitrepo
+from kernelbot.errors import GitError, StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.results import Evaluation
 from kernelbot.history import (
@@ -75,9 +79,11 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
         )
         change = cast(Any, op.change)
         candidates = []
+        transcript: list[Any] = []
         if op.optimization is not None:
             measurements += optimization_measurements(op.optimization)
             candidates = candidate_records(op.optimization)
+            transcript = list(op.optimization.transcript)
         operators.append(
             OperatorRecord(
                 op.name,
@@ -88,6 +94,7 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
                 measurements,
                 verdict,
                 candidates,
+                transcript,
             )
         )
     return RunRecord(
@@ -124,3 +131,50 @@ def store_review(
         return None, f"{exc}; this run was saved to {path} instead"
     review.run_id = run_id
     return run_id, None
+
+
+def optimize_run(result: OptimizeResult, root: Path, *, trigger: Trigger = "local") -> RunRecord:
+    """An optimize-only run: the operator's baselines, every candidate and the agent's turns."""
+    try:
+        repository, head = gitrepo.repository_name(root), gitrepo.resolve(root, "HEAD")
+    except GitError:  # a plain directory: no commit to name
+        repository, head = root.resolve().name, None
+    check = result.check
+    operator = OperatorRecord(
+        name=check.spec.name,
+        path=check.spec.path,
+        spec_hash=check.spec.spec_hash(root),
+        change="unchanged",
+        measurements=optimization_measurements(result),
+        candidates=candidate_records(result),
+        transcript=list(result.transcript),
+    )
+    fp = check.fingerprint
+    return RunRecord(
+        repository=repository,
+        trigger=trigger,
+        head_sha=head,
+        runner=fp.host,
+        finished_at=datetime.now(UTC),
+        fingerprint=fingerprint_record(fp),
+        operators=[operator],
+    )
+
+
+def store_optimize(
+    result: OptimizeResult, root: Path, url: str | None, *, fallback_dir: Path
+) -> tuple[int | None, str | None]:
+    """(run id, None) when stored; (None, message) when the database failed and the run went to a JSON file."""
+    try:
+        history = History.open(url)
+        try:
+            return history.record_run(optimize_run(result, root)), None
+        finally:
+            history.close()
+    except StorageError as exc:
+        fallback_dir.mkdir(parents=True, exist_ok=True)
+        stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{time.time_ns() % 10**6}"
+        path = fallback_dir / f"unsaved-optimize-{stamp}.json"
+        data = {**result.to_json(), "transcript": [asdict(t) for t in result.transcript]}
+        path.write_text(json.dumps(data, indent=2, default=str))
+        return None, f"{exc}; this run was saved to {path} instead"

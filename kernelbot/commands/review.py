@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from kernelbot import console
+from kernelbot.agents.endpoint import endpoint_from
 from kernelbot.agents.rules import load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
+from kernelbot.commands.optimize import add_llm_arguments, llm_agent
 from kernelbot.config import Config, load_config
-from kernelbot.errors import UsageError
 from kernelbot.fingerprint import Fingerprint, choose_device, collect
 from kernelbot.gitrepo import toplevel
 from kernelbot.optimize import OptimizeResult, optimize_operator
@@ -56,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="where the agent writes candidates (default: .kernelbot/candidates)",
     )
+    add_llm_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -97,11 +100,24 @@ def _search_optimizer(fingerprint: Fingerprint, out_dir: Path) -> Optimizer:
     return optimizer
 
 
+def _llm_optimizer(args: argparse.Namespace, fingerprint: Fingerprint, out_dir: Path) -> Optimizer:
+    """A fresh model agent per operator; money and tokens shared over the run (agent.run_max_cost_usd)."""
+    from kernelbot.agents.endpoint import RunBudget
+
+    budget: RunBudget | None = None
+
+    def optimizer(spec: OperatorSpec, root: Path, cfg: Config) -> OptimizeResult:
+        nonlocal budget
+        if budget is None:
+            budget = RunBudget(max_cost_usd=cfg.agent.run_max_cost_usd)
+        work = out_dir / "agent" / spec.name.replace("/", "_")
+        agent = llm_agent(args, cfg, fingerprint, work, run_budget=budget)
+        return optimize_operator(spec, root, cfg, fingerprint, agent, out_dir=out_dir)
+
+    return optimizer
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.agent == "llm":
-        raise UsageError(
-            "--agent llm: the model agent is not in this version yet; use --agent search or none"
-        )
     repo = toplevel(args.repo)
     # The working tree's config picks the device and database; each side's own config drives measurement.
     config = load_config(repo)
@@ -109,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
     optimizer = None
     if args.agent == "search":
         optimizer = _search_optimizer(fingerprint, args.candidates_dir or repo / ".kernelbot" / "candidates")
+    elif args.agent == "llm":
+        endpoint_from(
+            config.agent, os.environ, model=args.model, api_base=args.api_base
+        )  # fail before timing
+        optimizer = _llm_optimizer(
+            args, fingerprint, args.candidates_dir or repo / ".kernelbot" / "candidates"
+        )
     with console.progress() as step:
         review = run_review(
             repo,

@@ -57,6 +57,7 @@ class GitHubImitation:
         self.reactions: list[tuple[int, str, str]] = []  # (comment id, content, user)
         self.reviews: list[dict[str, Any]] = []
         self.check_runs: dict[int, dict[str, Any]] = {}
+        self.issues: dict[int, dict[str, Any]] = {}  # number -> {title, body, user, state} (not the pulls)
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, int]] = []  # (method, path, status) of every request
         self.bodies: list[Any] = []  # JSON bodies received, in order (to look for leaked tokens)
@@ -95,6 +96,17 @@ class GitHubImitation:
         cid = next(self._ids)
         self.comments[cid] = {"issue": number, "body": body, "user": user}
         return cid
+
+    def add_issue(self, title: str, body: str, user: str) -> int:
+        number = max([*self.pulls, *self.issues, 0]) + 1  # issues and pull requests share numbers
+        self.issues[number] = {
+            "title": title,
+            "body": body,
+            "user": user,
+            "state": "open",
+            "id": next(self._ids),
+        }
+        return number
 
     def requests(self, method: str, pattern: str) -> list[tuple[str, str, int]]:
         return [r for r in self.log if r[0] == method and re.search(pattern, r[1])]
@@ -143,6 +155,21 @@ class GitHubImitation:
             "user": self._user(c["user"]),
             "html_url": f"{self.base_url}/{self.repository}/pull/{c['issue']}#issuecomment-{cid}",
             "issue_url": self._url(f"/repos/{self.repository}/issues/{c['issue']}"),
+        }
+
+    def _issue_obj(self, number: int) -> dict[str, Any]:
+        issue = self.issues[number]
+        path = f"/repos/{self.repository}/issues/{number}"
+        return {
+            **self._example("get", path, 200, path),
+            "id": issue["id"],
+            "number": number,
+            "url": self._url(path),
+            "title": issue["title"],
+            "body": issue["body"],
+            "state": issue["state"],
+            "user": self._user(issue["user"]),
+            "html_url": f"{self.base_url}/{self.repository}/issues/{number}",
         }
 
     def _pull_obj(self, pr: Pull) -> dict[str, Any]:
@@ -262,6 +289,24 @@ class GitHubImitation:
                 for name, patch in pr.files.items()
             ]
             return self._page(files, path, query)
+        if (method, t) == ("GET", "/issues"):  # newest first, as GitHub sorts by default
+            return self._page([self._issue_obj(n) for n in sorted(self.issues, reverse=True)], path, query)
+        if (method, t) in (("POST", "/issues"), ("PATCH", "/issues/{issue_number}")):
+            if len(body.get("body") or "") > LIMIT:
+                return (
+                    422,
+                    _validation("Validation Failed", ["body is too long (maximum is 65536 characters)"]),
+                    {},
+                )
+            if method == "POST":
+                number = self.add_issue(body["title"], body.get("body") or "", self.bot)
+                return 201, self._issue_obj(number), {"Location": self._url(f"{path}/{number}")}
+            if tail[1] not in self.issues:
+                return 404, _not_found(), {}
+            self.issues[tail[1]].update({k: body[k] for k in ("title", "body", "state") if k in body})
+            return 200, self._issue_obj(tail[1]), {}
+        if (method, t) == ("GET", "/issues/{issue_number}") and tail[1] in self.issues:
+            return 200, self._issue_obj(tail[1]), {}
         if (method, t) == ("GET", "/issues/{issue_number}"):
             number = tail[1]
             issue_path = f"/repos/{self.repository}/issues/{number}"
