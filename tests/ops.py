@@ -55,6 +55,51 @@ class ModelNew(torch.nn.Module):
 """
 
 
+def matmul_op(repeats: int, size: int = 192, extra: str = "") -> str:
+    """A KernelBench operator doing `repeats` n×n matmuls: planted slow-downs and speed-ups by construction."""
+    body = "y = x @ self.w" + "".join("\n        y = y + x @ self.w" for _ in range(repeats - 1))
+    return f"""
+import torch
+{extra}
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(n, n))
+
+    def forward(self, x):
+        {body}
+        return y
+
+def get_inputs():
+    return [torch.randn({size}, {size})]
+
+def get_init_inputs():
+    return [{size}]
+"""
+
+
+def diag_op(n: int) -> str:
+    """diag(v) @ X at size n: the search agent's diag-matmul-broadcast rule rewrites it (O(n²) for O(n³))."""
+    return f"""
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        return torch.diag(A) @ B
+
+N = {n}
+
+def get_inputs():
+    return [torch.randn(N), torch.randn(N, N)]
+
+def get_init_inputs():
+    return []
+"""
+
+
 def write_repo(root: Path, files: dict[str, str], config: str | None = FAST_CONFIG) -> Path:
     """Write `files` (relative path -> source) under root, plus a fast harness config."""
     for rel, text in files.items():

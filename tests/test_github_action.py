@@ -17,6 +17,7 @@ from kernelbot.commands import publish as publish_cmd
 from kernelbot.github import COMMENT_LIMIT, CheckRun, GitHub, GitHubError, Suggestion, hunk_lines
 from kernelbot.render import STICKY_MARKER
 from tests.gitrepo_builder import GitRepoBuilder
+from tests.ops import matmul_op
 from tests.servers.github import GitHubImitation, Pull
 
 CONFIG = """\
@@ -28,28 +29,6 @@ thresholds:
   regression: 0.25   # CPU timings on a shared box are noisy; the planted changes are 3x or more
 agent:
   budget: 2
-"""
-
-
-def matmul_op(repeats: int) -> str:
-    body = "y = x @ self.w" + "".join("\n        y = y + x @ self.w" for _ in range(repeats - 1))
-    return f"""
-import torch
-
-class Model(torch.nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(n, n))
-
-    def forward(self, x):
-        {body}
-        return y
-
-def get_inputs():
-    return [torch.randn(128, 128)]
-
-def get_init_inputs():
-    return [128]
 """
 
 
@@ -87,10 +66,14 @@ def patches(repo: GitRepoBuilder, base: str, head: str) -> dict[str, str]:
 def regression_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepoBuilder, str, str]:
     repo = GitRepoBuilder(tmp_path_factory.mktemp("action") / "repo")
     base = repo.commit(
-        {".github/kernelbot.yml": CONFIG, "ops/slowed.py": matmul_op(1), "ops/steady.py": matmul_op(1)},
+        {
+            ".github/kernelbot.yml": CONFIG,
+            "ops/slowed.py": matmul_op(1, size=128),
+            "ops/steady.py": matmul_op(1, size=128),
+        },
         message="base",
     )
-    head = repo.commit({"ops/slowed.py": matmul_op(6)}, message="head: slower")
+    head = repo.commit({"ops/slowed.py": matmul_op(6, size=128)}, message="head: slower")
     return repo, base, head
 
 
@@ -218,7 +201,7 @@ def test_regression_pr_comment_failing_check_annotation_then_second_push_edits_i
     ) and github_api.token not in run.stdout.replace(f"::add-mask::{github_api.token}", "")
 
     # A second push: the same comment is edited, never a second one.
-    second = repo.commit({"ops/slowed.py": matmul_op(5)}, message="head 2")
+    second = repo.commit({"ops/slowed.py": matmul_op(5, size=128)}, message="head 2")
     github_api.pulls[5] = Pull(5, second, base, patches(repo, base, second))
     payload = webhook(
         "pull_request",

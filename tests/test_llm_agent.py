@@ -17,7 +17,7 @@ from kernelbot.config import PrecisionPolicy, load_config
 from kernelbot.fingerprint import collect
 from kernelbot.history import History
 from kernelbot.spec import resolve_operator
-from tests.ops import write_repo
+from tests.ops import diag_op, write_repo
 from tests.servers.openai_fake import MODEL, FakeOpenAI, reply, tool_call
 
 FAKE = f"openai/{MODEL}"
@@ -33,24 +33,7 @@ agent:
   max_cost_usd: 1.0
 """
 
-DIAG = """
-import torch
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, A, B):
-        return torch.diag(A) @ B
-
-N = 1024
-
-def get_inputs():
-    return [torch.randn(N), torch.randn(N, N)]
-
-def get_init_inputs():
-    return []
-"""
+DIAG = diag_op(1024)
 
 HEAD = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
 BROKEN = (

@@ -11,28 +11,11 @@ from pathlib import Path
 import pytest
 
 from kernelbot.cli import main
-from tests.ops import FAST_CONFIG, write_repo
+from tests.ops import FAST_CONFIG, diag_op, write_repo
 
 ADVERSARIAL = Path(__file__).parent / "adversarial"
 
-DIAG = """
-import torch
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, A, B):
-        return torch.diag(A) @ B
-
-N = 2048
-
-def get_inputs():
-    return [torch.randn(N), torch.randn(N, N)]
-
-def get_init_inputs():
-    return []
-"""
+DIAG = diag_op(2048)
 
 ROWSUM = """
 import torch

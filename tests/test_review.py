@@ -10,6 +10,7 @@ import pytest
 
 from kernelbot.cli import main
 from tests.gitrepo_builder import GitRepoBuilder
+from tests.ops import matmul_op
 
 CONFIG = """\
 harness:
@@ -24,28 +25,6 @@ operators:
     inputs: "kern/scaled_add.py:make_inputs"
     sources: [csrc/scaled_add.cu]
     shapes: [[256, 256]]
-"""
-
-
-def matmul_op(repeats: int, extra: str = "") -> str:
-    body = "y = x @ self.w" + "".join("\n        y = y + x @ self.w" for _ in range(repeats - 1))
-    return f"""
-import torch
-{extra}
-class Model(torch.nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.randn(n, n))
-
-    def forward(self, x):
-        {body}
-        return y
-
-def get_inputs():
-    return [torch.randn(192, 192)]
-
-def get_init_inputs():
-    return [192]
 """
 
 
