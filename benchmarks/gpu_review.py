@@ -277,7 +277,11 @@ def run_size(
                 h.calls = None  # as in a fresh measure_pair: base's first batch fixes calls for both
             t0 = time.monotonic()
             comparison, answers, rounds = run_rounds(
-                pair, settings, threshold=threshold, alpha=ALPHA, max_extra_rounds=MAX_EXTRA_ROUNDS
+                {side: [h] for side, h in pair.items()},
+                settings,
+                threshold=threshold,
+                alpha=ALPHA,
+                max_extra_rounds=MAX_EXTRA_ROUNDS,
             )
             if comparison is None:
                 failed = next((h.failure for h in pair.values() if h.failure is not None), None)

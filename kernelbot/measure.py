@@ -1,4 +1,9 @@
-"""Measure one operator at base and at head: two live sandboxes, timed in interleaved rounds (ABBA…)."""
+"""Measure one operator at base and at head: live sandboxes for each side, timed in interleaved rounds (ABBA…).
+
+Each side gets several sandbox processes, used in turn: two processes running the same code can differ by a
+steady few percent (memory placement, allocator state), and with one process per side that offset would
+look like a change. Rotating processes turns it into round-to-round noise, which the per-round test sees.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from kernelbot.stats import Comparison, Verdict, compare
 
 SAMPLES_PER_BATCH = 6  # one batch per side per round; rounds alternate which side goes first
 ROUNDS = 8  # rounds before the first verdict (the round is the statistical unit: see stats.py)
+PROCESSES_PER_SIDE = 2  # sandboxes per side, used in turn round by round
 
 
 @dataclass
@@ -32,14 +38,16 @@ def _open(job: dict[str, Any] | None, settings: Settings) -> Handle | None:
     return handle
 
 
-def _evaluation(handle: Handle, answers: list[dict[str, Any]]) -> Evaluation:
-    if handle.failure is not None:
-        return handle.failure
-    return Evaluation("operator", "ok", timing=timing_from(answers) if answers else None)
+def _failure(handles: list[Handle]) -> Evaluation | None:
+    return next((h.failure for h in handles if h.failure is not None), None)
+
+
+def _evaluation(handles: list[Handle], answers: list[dict[str, Any]]) -> Evaluation:
+    return _failure(handles) or Evaluation("operator", "ok", timing=timing_from(answers) if answers else None)
 
 
 def run_rounds(
-    handles: dict[str, Handle | None],
+    handles: dict[str, list[Handle]],
     settings: Settings,
     *,
     threshold: float,
@@ -47,7 +55,8 @@ def run_rounds(
     rounds: int = ROUNDS,
     max_extra_rounds: int = ROUNDS,
 ) -> tuple[Comparison | None, dict[str, list[dict[str, Any]]], int]:
-    """Interleaved timing rounds on open, checked handles {"base", "head"}; the comparison when both ran.
+    """Interleaved timing rounds on open, checked sandboxes {"base": [...], "head": [...]} (an empty list: the
+    side does not exist); the comparison when both ran. Round r uses each side's sandbox r mod their number.
 
     One batch per side per round, the order alternating (ABBA cancels slow drift), both sides averaging the
     same number of calls per sample. Undecided near the threshold: more rounds before "ambiguous".
@@ -59,16 +68,17 @@ def run_rounds(
     while total < target:
         order = ("base", "head") if total % 2 == 0 else ("head", "base")
         for side in order:
-            handle = handles[side]
-            if handle is not None and handle.failure is None:
+            side_handles = handles[side]
+            if side_handles and _failure(side_handles) is None:
+                handle = side_handles[total % len(side_handles)]
                 answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
                 if answer is not None:
                     answers[side].append(answer)
-                    for other in handles.values():
-                        if other is not None and other.calls is None:
+                    for other in (h for hs in handles.values() for h in hs):
+                        if other.calls is None:
                             other.calls = answer["calls_per_sample"]
         total += 1
-        both = all(h is not None and h.failure is None for h in handles.values())
+        both = all(hs and _failure(hs) is None for hs in handles.values())
         if total == target and both:
             comparison = compare(
                 _batches(answers["base"]), _batches(answers["head"]), threshold=threshold, alpha=alpha
@@ -89,7 +99,14 @@ def measure_pair(
     max_extra_rounds: int = ROUNDS,
 ) -> PairResult:
     """Time base and head of one operator in fresh sandboxes, interleaved, and call the verdict."""
-    handles = {"base": _open(base_job, settings), "head": _open(head_job, settings)}
+    handles: dict[str, list[Handle]] = {"base": [], "head": []}
+    for side, job in (("base", base_job), ("head", head_job)):
+        for _ in range(PROCESSES_PER_SIDE):
+            handle = _open(job, settings)
+            if handle is not None:
+                handles[side].append(handle)
+                if handle.failure is not None:
+                    break  # a broken side needs no second sandbox
     try:
         comparison, answers, total = run_rounds(
             handles,
@@ -102,9 +119,8 @@ def measure_pair(
         base = _evaluation(handles["base"], answers["base"]) if handles["base"] else None
         head = _evaluation(handles["head"], answers["head"]) if handles["head"] else None
     finally:
-        for handle in handles.values():
-            if handle is not None:
-                handle.close()
+        for handle in (h for hs in handles.values() for h in hs):
+            handle.close()
     return _result(base, head, comparison, total)
 
 

@@ -62,6 +62,32 @@ def patches(repo: GitRepoBuilder, base: str, head: str) -> dict[str, str]:
     return out
 
 
+def slash_command(
+    github_api: GitHubImitation,
+    webhook: Any,
+    repo: GitRepoBuilder,
+    base: str,
+    head: str,
+    number: int,
+    user: str,
+    role: str,
+    body: str,
+) -> tuple[int, Any]:
+    """PR `number` from base to head, `user` with `role`, and their comment `body`: its id and the event payload."""
+    github_api.pulls[number] = Pull(number, head, base, patches(repo, base, head))
+    github_api.roles[user] = role
+    cid = github_api.add_comment(number, body, user)
+    payload = webhook(
+        "issue_comment",
+        repository=github_api.repository,
+        number=number,
+        body=body,
+        commenter=user,
+        comment_id=cid,
+    )
+    return cid, payload
+
+
 @pytest.fixture(scope="module")
 def regression_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepoBuilder, str, str]:
     repo = GitRepoBuilder(tmp_path_factory.mktemp("action") / "repo")
@@ -338,16 +364,8 @@ def test_gate_only_pins_the_head_and_says_eyes(
     tmp_path: Path,
 ) -> None:
     repo, base, head = regression_repo
-    github_api.pulls[15] = Pull(15, head, base, patches(repo, base, head))
-    github_api.roles["owner"] = "admin"
-    cid = github_api.add_comment(15, "/kernelbot optimize", "owner")
-    payload = webhook(
-        "issue_comment",
-        repository=github_api.repository,
-        number=15,
-        body="/kernelbot optimize",
-        commenter="owner",
-        comment_id=cid,
+    cid, payload = slash_command(
+        github_api, webhook, repo, base, head, 15, "owner", "admin", "/kernelbot optimize"
     )
     run = run_action(
         monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root, "--gate-only"
@@ -397,16 +415,8 @@ def test_reader_command_is_refused_with_a_reply(
     tmp_path: Path,
 ) -> None:
     repo, base, head = regression_repo
-    github_api.pulls[8] = Pull(8, head, base, patches(repo, base, head))
-    github_api.roles["visitor"] = "read"
-    cid = github_api.add_comment(8, "/kernelbot optimize", "visitor")
-    payload = webhook(
-        "issue_comment",
-        repository=github_api.repository,
-        number=8,
-        body="/kernelbot optimize",
-        commenter="visitor",
-        comment_id=cid,
+    cid, payload = slash_command(
+        github_api, webhook, repo, base, head, 8, "visitor", "read", "/kernelbot optimize"
     )
     for _ in range(2):  # a re-run of the same event does not reply twice
         run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)

@@ -77,28 +77,27 @@ def reviewed(history_repo: tuple[GitRepoBuilder, str, str], tmp_path_factory: py
     repo, base, head = history_repo
     out = tmp_path_factory.mktemp("out")
     db = out / "history.db"
-    code = main(
-        [
-            "review",
-            "--repo",
-            str(repo.root),
-            "--base",
-            base,
-            "--head",
-            head,
-            "--device",
-            "cpu",
-            "--db",
-            f"sqlite:///{db}",
-            "--json",
-            str(out / "r.json"),
-            "--out",
-            str(out / "comment.md"),
-            "--fail-on-regression",
-        ]
+    code = review(
+        repo,
+        base,
+        head,
+        "--db",
+        f"sqlite:///{db}",
+        "--json",
+        str(out / "r.json"),
+        "--out",
+        str(out / "comment.md"),
+        "--fail-on-regression",
     )
     data = json.loads((out / "r.json").read_text())
     return {"code": code, "json": data, "md": (out / "comment.md").read_text(), "db": db}
+
+
+def review(repo: GitRepoBuilder, base: str, head: str, *args: str) -> int:
+    """`kernelbot review` of repo from base to head on the CPU, with extra arguments."""
+    return main(
+        ["review", "--repo", str(repo.root), "--base", base, "--head", head, "--device", "cpu", *args]
+    )
 
 
 def by_name(data: dict) -> dict[str, dict]:
@@ -162,22 +161,7 @@ def test_unknown_revision_is_one_clear_line(
     history_repo: tuple[GitRepoBuilder, str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo, _, head = history_repo
-    assert (
-        main(
-            [
-                "review",
-                "--repo",
-                str(repo.root),
-                "--base",
-                "no-such-branch",
-                "--head",
-                head,
-                "--device",
-                "cpu",
-            ]
-        )
-        == 2
-    )
+    assert review(repo, "no-such-branch", head) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-branch" in err[0]
 
@@ -187,22 +171,14 @@ def test_unreachable_database_keeps_the_results(
 ) -> None:
     repo, base, _ = history_repo
     head = repo.commit({"ops/added.py": matmul_op(1)}, message="only added")
-    code = main(
-        [
-            "review",
-            "--repo",
-            str(repo.root),
-            "--base",
-            base,
-            "--head",
-            head,
-            "--device",
-            "cpu",
-            "--db",
-            "postgresql+psycopg://kb:secret@127.0.0.1:9/none",
-            "--json",
-            str(tmp_path / "r.json"),
-        ]
+    code = review(
+        repo,
+        base,
+        head,
+        "--db",
+        "postgresql+psycopg://kb:secret@127.0.0.1:9/none",
+        "--json",
+        str(tmp_path / "r.json"),
     )
     err = capsys.readouterr().err
     assert code == 0
@@ -216,24 +192,16 @@ def test_a_a_review_calls_no_regression(
     history_repo: tuple[GitRepoBuilder, str, str], tmp_path: Path
 ) -> None:
     repo, _, head = history_repo
-    code = main(
-        [
-            "review",
-            "--repo",
-            str(repo.root),
-            "--base",
-            head,
-            "--head",
-            head,
-            "--all",
-            "--device",
-            "cpu",
-            "--db",
-            f"sqlite:///{tmp_path / 'h.db'}",
-            "--json",
-            str(tmp_path / "aa.json"),
-            "--fail-on-regression",
-        ]
+    code = review(
+        repo,
+        head,
+        head,
+        "--all",
+        "--db",
+        f"sqlite:///{tmp_path / 'h.db'}",
+        "--json",
+        str(tmp_path / "aa.json"),
+        "--fail-on-regression",
     )
     data = json.loads((tmp_path / "aa.json").read_text())
     assert code == 0
@@ -262,28 +230,20 @@ def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> 
     base = repo.commit({".github/kernelbot.yml": config, "ops/keep.py": matmul_op(1)})
     head = repo.commit({"ops/diag.py": DIAG_OP})
     out = tmp_path / "r.json"
-    code = main(
-        [
-            "review",
-            "--repo",
-            str(repo.root),
-            "--base",
-            base,
-            "--head",
-            head,
-            "--device",
-            "cpu",
-            "--agent",
-            "search",
-            "--db",
-            f"sqlite:///{tmp_path / 'h.db'}",
-            "--json",
-            str(out),
-            "--out",
-            str(tmp_path / "c.md"),
-            "--candidates-dir",
-            str(tmp_path / "cands"),
-        ]
+    code = review(
+        repo,
+        base,
+        head,
+        "--agent",
+        "search",
+        "--db",
+        f"sqlite:///{tmp_path / 'h.db'}",
+        "--json",
+        str(out),
+        "--out",
+        str(tmp_path / "c.md"),
+        "--candidates-dir",
+        str(tmp_path / "cands"),
     )
     assert code == 0
     (op,) = json.loads(out.read_text())["operators"]
@@ -315,23 +275,8 @@ def test_operator_broken_on_one_side_is_an_error_naming_the_side(
     (repo.root / "scratch.txt").write_text("not committed")
     repo.git("add", "scratch.txt")  # a dirty work tree: head is still the commit, and the run says so
     out = tmp_path / "r.json"
-    code = main(
-        [
-            "review",
-            "--repo",
-            str(repo.root),
-            "--base",
-            base,
-            "--head",
-            head,
-            "--device",
-            "cpu",
-            "--db",
-            f"sqlite:///{tmp_path / 'h.db'}",
-            "--json",
-            str(out),
-            "--fail-on-regression",
-        ]
+    code = review(
+        repo, base, head, "--db", f"sqlite:///{tmp_path / 'h.db'}", "--json", str(out), "--fail-on-regression"
     )
     data = json.loads(out.read_text())
     ops = by_name(data)
