@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot.config import Config
-from kernelbot.errors import KernelbotError, StorageError, UsageError
+from kernelbot.errors import KernelbotError, UsageError
 from kernelbot.github import (
     COMMENT_LIMIT,
     PERMISSION_RANK,
@@ -23,10 +23,10 @@ from kernelbot.github import (
     GitHubError,
     Suggestion,
 )
-from kernelbot.history import CandidateRecord, History, RunRecord, Trigger
+from kernelbot.history import RunRecord, Trigger
 from kernelbot.render import STICKY_MARKER, render
-from kernelbot.review import OperatorResult, ReviewResult, save_unstored
-from kernelbot.store import run_record
+from kernelbot.review import OperatorResult, ReviewResult
+from kernelbot.store import store_review
 
 # NOTE: nothing a commenter writes reaches a shell or git's option parser: the comment is split with
 # shlex in Python, operator names are only compared with detected names, and SHAs come from GitHub.
@@ -380,27 +380,8 @@ def publish(gh: GitHub, payload: Payload) -> dict[str, str]:
 def store(
     review: ReviewResult, url: str | None, trigger: Trigger, pr: int | None, fallback: Path
 ) -> str | None:
-    """Store the run with its best candidates before anything is posted; a warning when it could not be."""
-    record = run_record(review, trigger=trigger, pr_number=pr)
-    for op, rec in zip(review.operators, record.operators, strict=True):
-        cand = op.best_candidate
-        if cand:
-            rec.candidates.append(
-                CandidateRecord(
-                    cand["source"], cand["origin"], cand.get("status", "ok"), cand["reward"],
-                    cand.get("speedup_vs_eager"), cand.get("speedup_vs_compile"),
-                    None if cand.get("precision", "exact") == "exact" else str(cand.get("precision")),
-                )
-            )  # fmt: skip
-    try:
-        history = History.open(url)
-        try:
-            review.run_id = history.record_run(record)
-        finally:
-            history.close()
-    except StorageError as exc:
-        return f"{exc}; this run was saved to {save_unstored(review, fallback)} instead"
-    return None
+    """Store the run, with its candidates, before anything is posted; a warning when it could not be."""
+    return store_review(review, url, trigger=trigger, pr_number=pr, fallback_dir=fallback)[1]
 
 
 def review_from_record(run_id: int, record: RunRecord) -> tuple[dict[str, Any], str]:

@@ -22,13 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernelbot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"kernelbot.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"kernelbot.commands.{name}":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"kernelbot.commands.{name}").register(sub)
     return parser
 
 

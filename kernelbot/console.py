@@ -12,6 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from kernelbot.render import fmt_ms, fmt_pct, fmt_ratio
+
+__all__ = ["err", "fmt_ms", "fmt_pct", "fmt_ratio", "progress", "table", "write_json"]
+
 err = Console(stderr=True)
 
 
@@ -23,16 +27,6 @@ def progress(enabled: bool = True) -> Iterator[Any]:
         return
     with err.status("starting") as status:
         yield lambda message: status.update(message)
-
-
-def fmt_ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 1e3:.1f} µs" if value < 1 else f"{value:.3f} ms"
-
-
-def fmt_ratio(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}×"
 
 
 def table(title: str, columns: list[str], rows: list[list[str]]) -> Table:

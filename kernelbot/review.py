@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -285,15 +282,4 @@ def _unchanged(
     ]
 
 
-def save_unstored(review: ReviewResult, directory: Path) -> Path:
-    """When the database cannot be written, the run is kept as JSON so nothing is lost."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = (
-        directory
-        / f"unsaved-run-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{int(time.time_ns() % 1e6)}.json"
-    )
-    path.write_text(json.dumps(review.to_json(), indent=2, default=str))
-    return path
-
-
-__all__ = ["OperatorResult", "ReviewResult", "StorageError", "run_review", "save_unstored"]
+__all__ = ["OperatorResult", "ReviewResult", "StorageError", "run_review"]

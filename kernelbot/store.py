@@ -24,7 +24,7 @@ from kernelbot.history import (
     VerdictRecord,
 )
 from kernelbot.optimize import OptimizeResult
-from kernelbot.review import ReviewResult, save_unstored
+from kernelbot.review import ReviewResult
 
 
 def fingerprint_record(fp: Fingerprint) -> FingerprintRecord:
@@ -84,6 +84,8 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
             measurements += optimization_measurements(op.optimization)
             candidates = candidate_records(op.optimization)
             transcript = list(op.optimization.transcript)
+        elif op.best_candidate:  # a run rebuilt from a payload: only the suggested candidate travelled
+            candidates = [_candidate_from_json(op.best_candidate)]
         operators.append(
             OperatorRecord(
                 op.name,
@@ -120,17 +122,45 @@ def store_review(
     fallback_dir: Path,
 ) -> tuple[int | None, str | None]:
     """(run id, None) when stored; (None, message) when the database failed and the run went to a JSON file."""
+    record = run_record(review, trigger=trigger, pr_number=pr_number)
+    run_id, problem = _record(record, url, fallback_dir, "run", review.to_json())
+    review.run_id = run_id
+    return run_id, problem
+
+
+def _candidate_from_json(cand: dict[str, Any]) -> CandidateRecord:
+    precision = cand.get("precision", "exact")
+    return CandidateRecord(
+        source=cand["source"],
+        origin=cand["origin"],
+        status=cand.get("status", "ok"),
+        reward=cand["reward"],
+        speedup_vs_eager=cand.get("speedup_vs_eager"),
+        speedup_vs_compile=cand.get("speedup_vs_compile"),
+        precision_note=None if precision == "exact" else f"uses {precision}",
+    )
+
+
+def save_unstored(data: dict[str, Any], directory: Path, kind: str) -> Path:
+    """When the database cannot be written, the run is kept as JSON so nothing is lost."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{time.time_ns() % 10**6}"
+    path = directory / f"unsaved-{kind}-{stamp}.json"
+    path.write_text(json.dumps(data, indent=2, default=str))
+    return path
+
+
+def _record(
+    record: RunRecord, url: str | None, fallback_dir: Path, kind: str, data: dict[str, Any]
+) -> tuple[int | None, str | None]:
     try:
         history = History.open(url)
         try:
-            run_id = history.record_run(run_record(review, trigger=trigger, pr_number=pr_number))
+            return history.record_run(record), None
         finally:
             history.close()
     except StorageError as exc:
-        path = save_unstored(review, fallback_dir)
-        return None, f"{exc}; this run was saved to {path} instead"
-    review.run_id = run_id
-    return run_id, None
+        return None, f"{exc}; this run was saved to {save_unstored(data, fallback_dir, kind)} instead"
 
 
 def optimize_run(result: OptimizeResult, root: Path, *, trigger: Trigger = "local") -> RunRecord:
@@ -165,16 +195,5 @@ def store_optimize(
     result: OptimizeResult, root: Path, url: str | None, *, fallback_dir: Path
 ) -> tuple[int | None, str | None]:
     """(run id, None) when stored; (None, message) when the database failed and the run went to a JSON file."""
-    try:
-        history = History.open(url)
-        try:
-            return history.record_run(optimize_run(result, root)), None
-        finally:
-            history.close()
-    except StorageError as exc:
-        fallback_dir.mkdir(parents=True, exist_ok=True)
-        stamp = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{time.time_ns() % 10**6}"
-        path = fallback_dir / f"unsaved-optimize-{stamp}.json"
-        data = {**result.to_json(), "transcript": [asdict(t) for t in result.transcript]}
-        path.write_text(json.dumps(data, indent=2, default=str))
-        return None, f"{exc}; this run was saved to {path} instead"
+    data = {**result.to_json(), "transcript": [asdict(t) for t in result.transcript]}
+    return _record(optimize_run(result, root), url, fallback_dir, "optimize", data)

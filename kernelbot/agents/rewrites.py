@@ -47,10 +47,19 @@ def _is_diag_of_vector(node: object) -> bool:
     return _shape(source) is not None and len(_shape(source) or ()) == 1
 
 
-def _finish(gm: fx.GraphModule) -> None:
+def _replace(gm: fx.GraphModule, node: fx.Node, new: fx.Node) -> None:
+    node.replace_all_uses_with(new)
+    gm.graph.erase_node(node)
+
+
+def _finish(gm: fx.GraphModule, changed: int, description: str) -> str | None:
+    """Recompile a changed graph and describe the change; None when the pattern was not found."""
+    if not changed:
+        return None
     gm.graph.eliminate_dead_code()
     gm.graph.lint()
     gm.recompile()
+    return description
 
 
 @register("diag_matmul")
@@ -69,13 +78,9 @@ def diag_matmul(gm: fx.GraphModule) -> str | None:
                 new = gm.graph.call_function(torch.mul, (left, right.args[0]))
             else:
                 continue
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
+        _replace(gm, node, new)
         changed += 1
-    if not changed:
-        return None
-    _finish(gm)
-    return f"replaced {changed} diagonal-matrix product(s) by a broadcast scale"
+    return _finish(gm, changed, f"replaced {changed} diagonal-matrix product(s) by a broadcast scale")
 
 
 def _last_dim_sum(node: fx.Node) -> bool:
@@ -139,13 +144,9 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
                 continue
             if keepdim:
                 new = gm.graph.call_method("unsqueeze", (new, -1))
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
+        _replace(gm, node, new)
         changed += 1
-    if not changed:
-        return None
-    _finish(gm)
-    return f"moved {changed} last-dimension sum(s) before the matrix product"
+    return _finish(gm, changed, f"moved {changed} last-dimension sum(s) before the matrix product")
 
 
 def _flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -182,10 +183,6 @@ def matmul_reassociate(gm: fx.GraphModule) -> str | None:
         with gm.graph.inserting_before(node):
             bc = gm.graph.call_function(torch.matmul, (b, c))
             new = gm.graph.call_function(torch.matmul, (a, bc))
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
+        _replace(gm, node, new)
         changed += 1
-    if not changed:
-        return None
-    _finish(gm)
-    return f"re-associated {changed} matmul chain(s) to the cheaper order by FLOP count"
+    return _finish(gm, changed, f"re-associated {changed} matmul chain(s) to the cheaper order by FLOP count")

@@ -73,7 +73,7 @@ def render(review: ReviewResult) -> None:
                 op.change,
                 console.fmt_ms(base),
                 console.fmt_ms(head),
-                "—" if op.ratio is None else f"{(op.ratio - 1) * 100:+.1f}%",
+                console.fmt_pct(op.ratio),
                 "—" if op.p_value is None else f"{op.p_value:.2g}",
                 op.verdict or "—",
                 op.error or "",
