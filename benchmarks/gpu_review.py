@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
 from benchmarks import benchlib  # noqa: E402
 from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
-from kernelbot.measure import ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
+from kernelbot.measure import PROCESSES_PER_SIDE, ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
 from kernelbot.stats import compare  # noqa: E402
 
 SCHEMA_VERSION = 1
@@ -252,7 +252,7 @@ def summarize(s: Scenario, cal: dict[str, Any] | None, asked: int) -> dict[str, 
 
 def run_size(
     size: str,
-    handles: dict[str, Handle],
+    handles: dict[str, list[Handle]],
     scenarios: list[Scenario],
     settings: Settings,
     trials: int,
@@ -262,7 +262,7 @@ def run_size(
     log: Log,
 ) -> dict[str, Any]:
     """Calibrate (realised slowdowns), then trials interleaved across the scenarios of this size."""
-    cal = realised(handles, settings, cal_rounds, 2 * SAMPLES_PER_BATCH, log)
+    cal = realised({k: hs[0] for k, hs in handles.items()}, settings, cal_rounds, 2 * SAMPLES_PER_BATCH, log)
     started = time.monotonic()
     done = 0
     for t in range(trials):
@@ -273,18 +273,18 @@ def run_size(
             if s.error is not None:
                 continue
             pair = {"base": handles["base"], "head": handles[s.kind]}
-            for h in pair.values():
+            for h in (h for hs in pair.values() for h in hs):
                 h.calls = None  # as in a fresh measure_pair: base's first batch fixes calls for both
             t0 = time.monotonic()
             comparison, answers, rounds = run_rounds(
-                {side: [h] for side, h in pair.items()},
+                pair,
                 settings,
                 threshold=threshold,
                 alpha=ALPHA,
                 max_extra_rounds=MAX_EXTRA_ROUNDS,
             )
             if comparison is None:
-                failed = next((h.failure for h in pair.values() if h.failure is not None), None)
+                failed = next((h.failure for hs in pair.values() for h in hs if h.failure is not None), None)
                 s.error = f"{failed.status}: {failed.reason}" if failed else "no comparison"
                 s.trials.append({"verdict": "error", "ratio": None, "p_value": None, "rounds": rounds})
                 continue
@@ -297,7 +297,7 @@ def run_size(
                     "p_value": comparison.p_value,
                     "ci99": list(comparison.ratio_ci99),
                     "rounds": rounds,
-                    "calls_per_sample": pair["base"].calls,
+                    "calls_per_sample": pair["base"][0].calls,
                     "wall_s": round(time.monotonic() - t0, 2),
                 }
             )
@@ -572,8 +572,9 @@ def run(
             jobs[(size, kind)] = _job(workdir, device, head_shape, dtype)
             scenarios[size].append(Scenario(size, kind, shape, head_shape, head_shape[1] / shape[1] - 1))
     notes = [
-        "trials reuse one set of live sandboxes per size (base, a second base for A/A, +3%, +5%); each trial runs "
-        "fresh interleaved rounds with measure_pair's loop (calls per sample re-fixed by base's first batch)",
+        f"trials reuse one set of live sandboxes per size, {PROCESSES_PER_SIDE} per side used in turn as in "
+        "kernelbot review (base, a second base for A/A, +3%, +5%); each trial runs fresh interleaved rounds with "
+        "measure_pair's loop (calls per sample re-fixed by base's first batch)",
         "planted slowdown: the head multiplies (M, K', N) instead of (M, K, N) with K' = K x 1.03 or K x 1.05 "
         "(whole 64-wide K tiles when K is a multiple of 6400); time grows with K at fixed M, N, and the realised "
         "slowdown is measured, not assumed",
@@ -588,15 +589,16 @@ def run(
     rows: list[dict[str, Any]] = []
     per_size: dict[str, Any] = {}
     e2e_result: dict[str, Any] | None = None
-    handles: dict[tuple[str, str], Handle] = {}
+    handles: dict[tuple[str, str], list[Handle]] = {}
     try:
-        log.line(f"starting {len(jobs)} sandboxes in parallel (load + correctness check)")
+        keys = {f"{s}/{k}/{i}": (s, k) for (s, k) in jobs for i in range(PROCESSES_PER_SIDE)}
+        log.line(f"starting {len(keys)} sandboxes in parallel (load + correctness check)")
         opened = open_handles(
-            {f"{s}/{k}": j for (s, k), j in jobs.items()},
+            {key: jobs[sk] for key, sk in keys.items()},
             replace(settings, timeout_s=min(120.0, deadline.left())),
-            len(jobs),
+            len(keys),
         )
-        for (size, kind), key in ((sk, f"{sk[0]}/{sk[1]}") for sk in jobs):
+        for key, (size, kind) in keys.items():
             h = opened[key]
             if isinstance(h, BaseException) or h is None:
                 reason = f"could not start: {h}"
@@ -604,7 +606,7 @@ def run(
                 reason = f"{h.failure.status}: {h.failure.reason}"
                 h.close()
             else:
-                handles[(size, kind)] = h
+                handles.setdefault((size, kind), []).append(h)
                 continue
             log.line(f"{key}: {reason}")
             for s in scenarios[size]:
@@ -632,8 +634,9 @@ def run(
                 time.monotonic() + share,
                 log,
             )
-            for k, h in size_handles.items():  # free the GPU memory before the next size
-                h.close()
+            for k, hs in size_handles.items():  # free the GPU memory before the next size
+                for h in hs:
+                    h.close()
                 handles.pop((size, k), None)
             for s in scens:
                 rows.append(summarize(s, per_size[size]["calibration"], trials))
@@ -653,8 +656,9 @@ def run(
                     }
                     log.line(f"end to end failed: {e2e_result['error']}")
     finally:
-        for h in handles.values():
-            h.close()
+        for hs in handles.values():
+            for h in hs:
+                h.close()
         shutil.rmtree(workdir, ignore_errors=True)
     result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -382,4 +383,19 @@ def test_no_model_named_is_a_usage_problem_before_any_work(
 ) -> None:
     code = main(["optimize", "ops/diag.py", "--agent", "llm", "--device", "cpu", "--out", str(repo / "out")])
     assert code == 2 and "--agent llm needs a model" in " ".join(capsys.readouterr().err.split())
+    assert not (repo / "out").exists()
+
+
+def test_the_config_agent_kind_is_the_default_agent(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`agent: {kind: llm}` in .github/kernelbot.yml makes optimize and review use the model agent unasked."""
+    cfg = repo / ".github" / "kernelbot.yml"
+    cfg.write_text(CONFIG.replace("agent:\n", "agent:\n  kind: llm\n"))
+    assert main(["optimize", "ops/diag.py", "--device", "cpu", "--out", str(repo / "out")]) == 2
+    assert "--agent llm needs a model" in " ".join(capsys.readouterr().err.split())
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "ops"], check=True)
+    assert main(["review", "--repo", str(repo), "--base", "HEAD", "--device", "cpu"]) == 2
+    assert "--agent llm needs a model" in " ".join(capsys.readouterr().err.split())
     assert not (repo / "out").exists()

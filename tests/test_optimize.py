@@ -36,10 +36,16 @@ def get_init_inputs():
 """
 
 
+ROWMEAN = ROWSUM.replace(
+    "self.lin(x).sum(dim=1, keepdim=True)", "torch.mean(self.lin(x), dim=1, keepdim=True)"
+)
+
+
 @pytest.fixture()
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    return write_repo(tmp_path, {"ops/diag.py": DIAG, "ops/rowsum.py": ROWSUM}, config=FAST_CONFIG)
+    files = {"ops/diag.py": DIAG, "ops/rowsum.py": ROWSUM, "ops/rowmean.py": ROWMEAN}
+    return write_repo(tmp_path, files, config=FAST_CONFIG)
 
 
 def optimize(repo: Path, *args: str) -> dict:
@@ -60,8 +66,9 @@ def test_diag_product_of_size_2048_is_rewritten_verified_and_10x_faster(repo: Pa
     assert "reduce-before-matmul" not in tried and data["skipped_rules"]["reduce-before-matmul"]
 
 
-def test_reduction_moves_before_the_linear_layer(repo: Path) -> None:
-    data = optimize(repo, "ops/rowsum.py", "--budget", "1")
+@pytest.mark.parametrize("op", ["ops/rowsum.py", "ops/rowmean.py"])
+def test_reduction_moves_before_the_linear_layer(repo: Path, op: str) -> None:
+    data = optimize(repo, op, "--budget", "1")
     (candidate,) = data["candidates"]
     assert candidate["origin"] == "reduce-before-matmul"
     assert candidate["status"] == "ok" and candidate["reward"] >= 2

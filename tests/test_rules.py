@@ -117,6 +117,16 @@ def test_diag_rule(tmp_path: Path, rules: dict[str, Rule], forward: str, inputs:
             True,
         ),
         (
+            "(x,) = args\n                return torch.mean(self.lin(x), dim=1, keepdim=True)",
+            "self.lin = torch.nn.Linear(8, 16)",
+            True,
+        ),
+        (
+            "(x,) = args\n                return (x @ self.w.T).mean(-1)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            True,
+        ),
+        (
             "(x,) = args\n                return torch.sum(x @ self.w.T, dim=0)",
             "self.w = torch.nn.Parameter(torch.randn(16, 8))",
             False,
@@ -127,7 +137,15 @@ def test_diag_rule(tmp_path: Path, rules: dict[str, Rule], forward: str, inputs:
             False,
         ),
     ],
-    ids=["matmul-sum", "linear-sum-keepdim", "F.linear-sum", "sum-over-rows", "nonlinear-between"],
+    ids=[
+        "matmul-sum",
+        "linear-sum-keepdim",
+        "F.linear-sum",
+        "linear-mean-keepdim",
+        "matmul-mean",
+        "sum-over-rows",
+        "nonlinear-between",
+    ],
 )
 def test_reduce_before_matmul_rule(
     tmp_path: Path, rules: dict[str, Rule], forward: str, init: str, expected: bool

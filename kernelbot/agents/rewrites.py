@@ -83,13 +83,21 @@ def diag_matmul(gm: fx.GraphModule) -> str | None:
     return _finish(gm, changed, f"replaced {changed} diagonal-matrix product(s) by a broadcast scale")
 
 
-def _last_dim_sum(node: fx.Node) -> bool:
-    """sum over the last dimension (dim=-1 or dim=ndim-1), no dtype change."""
-    if not (
-        (node.op == "call_function" and node.target is torch.sum)
-        or (node.op == "call_method" and node.target == "sum")
-    ):
-        return False
+def _last_dim_reduction(node: fx.Node) -> str | None:
+    """ "sum" or "mean" when the node reduces over the last dimension (dim=-1 or ndim-1) with no dtype change."""
+    kind = next(
+        (
+            name
+            for name, fn in (("sum", torch.sum), ("mean", torch.mean))
+            if (node.op == "call_function" and node.target is fn)
+            or (node.op == "call_method" and node.target == name)
+        ),
+        None,
+    )
+    return kind if kind is not None and _over_last_dim(node) else None
+
+
+def _over_last_dim(node: fx.Node) -> bool:
     dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else None)
     source = node.args[0]
     shape = _shape(source)
@@ -103,11 +111,13 @@ def _last_dim_sum(node: fx.Node) -> bool:
 def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
     """sum(A @ B, dim=-1) -> A @ B.sum(-1): the reduction moves before the product (exact in real arithmetic).
 
-    Also F.linear(x, W, b).sum(-1) -> x @ W.sum(0) + b.sum(): one matrix-vector product instead of a GEMM.
+    Also F.linear(x, W, b).sum(-1) -> x @ W.sum(0) + b.sum(): one matrix-vector product instead of a GEMM;
+    a mean likewise (x @ W.mean(0) + b.mean()), since the product is linear in each operand.
     """
     changed = 0
     for node in list(gm.graph.nodes):
-        if not _last_dim_sum(node):
+        reduce = _last_dim_reduction(node)
+        if reduce is None:
             continue
         product = node.args[0]
         if not isinstance(product, fx.Node) or len(product.users) != 1:
@@ -119,7 +129,7 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
                 b_shape = _shape(b)
                 if b_shape is None or len(b_shape) < 2:
                     continue
-                vector = gm.graph.call_method("sum", (b, -1))
+                vector = gm.graph.call_method(reduce, (b, -1))
                 new = gm.graph.call_function(torch.matmul, (a, vector))
             elif (product.op == "call_function" and product.target is torch.nn.functional.linear) or (
                 product.op == "call_module"
@@ -136,17 +146,17 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
                 else:
                     x, weight = product.args[0], product.args[1]
                     bias = product.args[2] if len(product.args) > 2 else product.kwargs.get("bias")
-                vector = gm.graph.call_method("sum", (weight, 0))
+                vector = gm.graph.call_method(reduce, (weight, 0))
                 new = gm.graph.call_function(torch.matmul, (x, vector))
                 if bias is not None:
-                    new = gm.graph.call_function(torch.add, (new, gm.graph.call_method("sum", (bias,))))
+                    new = gm.graph.call_function(torch.add, (new, gm.graph.call_method(reduce, (bias,))))
             else:
                 continue
             if keepdim:
                 new = gm.graph.call_method("unsqueeze", (new, -1))
         _replace(gm, node, new)
         changed += 1
-    return _finish(gm, changed, f"moved {changed} last-dimension sum(s) before the matrix product")
+    return _finish(gm, changed, f"moved {changed} last-dimension sum(s)/mean(s) before the matrix product")
 
 
 def _flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:

@@ -22,7 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "operator", help="a KernelBench-form .py file, or an operator name from .github/kernelbot.yml"
     )
-    parser.add_argument("--agent", choices=["search", "replay", "llm"], default="search")
+    parser.add_argument(
+        "--agent",
+        choices=["search", "replay", "llm"],
+        help="default: the config's agent.kind when it names one, else search",
+    )
     parser.add_argument("--candidates", type=Path, nargs="*", default=[], help="files for --agent replay")
     parser.add_argument(
         "--budget", type=int, help="candidates to evaluate at most (default: config agent.budget)"
@@ -150,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     spec, root = resolve_operator(args.operator, repo, config)
     fingerprint = collect(choose_device(args.device, config.device))
     rewrites: list[str] = []
+    args.agent = args.agent or (config.agent.kind if config.agent.kind != "none" else "search")
     if args.agent == "llm":
         agent = llm_agent(args, config, fingerprint, args.out / "agent")
     else:

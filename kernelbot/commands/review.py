@@ -29,8 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--agent",
         choices=["search", "llm", "none"],
-        default="none",
-        help="optimization agent for changed operators",
+        help="optimization agent for changed operators (default: the config's agent.kind, else none)",
     )
     parser.add_argument("--out", type=Path, help="write the PR comment (Markdown) here")
     parser.add_argument("--json", metavar="FILE|-", help="write the JSON result to FILE, or stdout with -")
@@ -123,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(repo)
     fingerprint = collect(choose_device(args.device, config.device))
     optimizer = None
+    args.agent = args.agent or config.agent.kind
     if args.agent == "search":
         optimizer = _search_optimizer(fingerprint, args.candidates_dir or repo / ".kernelbot" / "candidates")
     elif args.agent == "llm":

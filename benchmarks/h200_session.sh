@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU runs behind benchmarks/results/2026-11-30-h200-x2/, as two device calls on one nvidia-h200-x2 machine
+# (two H200s, 32 cores), from the repository root, with the wheels of .whl (and .whl-llm for `call1`) carried:
+#   bash benchmarks/h200_session.sh call1   # GPU 0: verdict trials | GPU 1: build caches, then the model agent
+#   bash benchmarks/h200_session.sh call2   # GPU 0 and GPU 1: `kernelbot optimize` over half the operators each
+# Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
+# times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
+# back only a few files), candidates' sources left out.
+set -u
+stage=${1:?call1 or call2}
+: "${OUT:?set OUT to the folder for results}"
+out=/tmp/kernelbot-results/$stage
+mkdir -p "$out"
+wheels=(.whl/*.whl)
+[ -d .whl-llm ] && wheels+=(.whl-llm/*.whl)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${wheels[@]}" || exit 1
+export PYTHONPATH=.:/tmp/site PYTHONUNBUFFERED=1 KERNELBOT_CACHE_DIR=/root/kernelbot-cache
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv >"$out/gpus_$stage.csv"
+
+kill_sandboxes_on() {  # sandboxes run in their own sessions: end those a killed job left on GPU $1
+    for p in $(pgrep -f kernelbot.harness.worker); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "CUDA_VISIBLE_DEVICES=$1" && kill -9 "$p"
+    done
+}
+
+case $stage in
+call1)
+    (CUDA_VISIBLE_DEVICES=0 taskset -c 0-5 python3 benchmarks/gpu_review.py --out "$out/review" --trials 20 \
+        --deadline-s 470 >"$out/review.log" 2>&1) &
+    (
+        CUDA_VISIBLE_DEVICES=1 timeout -k 5 290 taskset -c 6-31 python3 benchmarks/gpu_optimize.py warm \
+            --out "$out/warm" --workers 37 --cap-s 200 >"$out/warm.log" 2>&1
+        kill_sandboxes_on 1
+        rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines # timed with a throw-away budget: measured again in call2
+        CUDA_VISIBLE_DEVICES=1 timeout -k 5 230 taskset -c 6-31 python3 benchmarks/gpu_llm_agent.py \
+            --out "$out/llm" >"$out/llm.log" 2>&1
+        kill_sandboxes_on 1
+    ) &
+    wait
+    ;;
+call2)
+    for g in 0 1; do
+        cores=$([ "$g" = 0 ] && echo 0-15 || echo 16-31)
+        (CUDA_VISIBLE_DEVICES=$g taskset -c "$cores" python3 benchmarks/gpu_optimize.py timed --shard "$g/2" \
+            --out "$out/gpu$g" --deadline-s "${DEADLINE_S:-540}" --done ${DONE:-} >"$out/timed$g.log" 2>&1) &
+    done
+    wait
+    python3 benchmarks/gpu_optimize.py summarize --out "$out" --rows "$out"/gpu*/optimize_rows.jsonl ${DONE:-} \
+        >"$out/summary.log" 2>&1
+    ;;
+esac
+tail -n 40 "$out"/*.log
+tar -czf "$OUT/$stage.tar.gz" --exclude=runs --exclude=candidates -C "$(dirname "$out")" "$stage"
