@@ -3,6 +3,8 @@
 # (two H200s, 32 cores), from the repository root, with the wheels of .whl (and .whl-llm for `call1`) carried:
 #   bash benchmarks/h200_session.sh call1   # GPU 0: verdict trials | GPU 1: build caches, then the model agent
 #   bash benchmarks/h200_session.sh call2   # GPU 0 and GPU 1: `kernelbot optimize` over half the operators each
+#   DONE="rows files" bash benchmarks/h200_session.sh call2   # (call3) the operators call2 had no time for
+#   DONE="rows files" bash benchmarks/h200_session.sh call4   # what was left, see below
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -47,6 +49,25 @@ call2)
     wait
     python3 benchmarks/gpu_optimize.py summarize --out "$out" --rows "$out"/gpu*/optimize_rows.jsonl ${DONE:-} \
         >"$out/summary.log" 2>&1
+    ;;
+call4)  # what call1-3 left: the model agent (PyGithub was missing in call1), the last operator, the e2e review
+    (
+        CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_optimize.py timed --shard 0/1 \
+            --out "$out/gpu0" --deadline-s 200 --done ${DONE:-} >"$out/timed0.log" 2>&1
+        CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_review.py --out "$out/review" --trials 1 \
+            --sizes small --deadline-s 150 >"$out/review.log" 2>&1
+    ) &
+    (CUDA_VISIBLE_DEVICES=1 timeout -k 5 280 taskset -c 16-31 python3 benchmarks/gpu_llm_agent.py \
+        --out "$out/llm" >"$out/llm.log" 2>&1) &
+    wait
+    ;;
+call5)  # after fixing the job's TF32 pin and reduce-overhead's outputs: the matmul/conv operators, as time allows
+    for g in 0 1; do
+        ops=$([ "$g" = 0 ] && echo "01_square,31_small_matmul,27_gemm,19_conv2d" || echo "examples/ops/linear,28_conv_bn,03_batched,20_conv2d")
+        (CUDA_VISIBLE_DEVICES=$g taskset -c $((g * 16))-$((g * 16 + 15)) python3 benchmarks/gpu_optimize.py timed \
+            --only "$ops" --out "$out/gpu$g" --deadline-s "${DEADLINE_S:-230}" >"$out/timed$g.log" 2>&1) &
+    done
+    wait
     ;;
 esac
 tail -n 40 "$out"/*.log

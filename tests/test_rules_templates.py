@@ -372,3 +372,25 @@ def test_fused_epilogue_without_a_described_chain_renders_a_clear_build_error(
     rule = rules["fused-elementwise-epilogue"]
     facts = {k: v for k, v in _facts(ops, "linear_gelu_scale_clamp").items() if k != "epilogue"}
     assert "raise ImportError" in _render(rule, ops, "linear_gelu_scale_clamp", facts, "cuda")
+
+
+def test_reduce_overhead_candidate_hands_out_copies_and_runs_on_cpu(ops: Path, rules: dict[str, Rule]) -> None:
+    """CUDA-graph outputs are overwritten by the next replay; the harness keeps outputs, so the rule clones them."""
+    rule = rules["compile-reduce-overhead"]
+    assert rule.matches(_facts(ops, "linear_relu", eager_ms=0.05), "cuda", "kernelbench", NONE) is None
+    source = _render(rule, ops, "linear_relu", _facts(ops, "linear_relu"), "cpu")
+    assert "out.clone()" in source
+    ev = _evaluate(rule, ops, "linear_relu", source)  # on the CPU inductor runs without graphs: the code path
+    assert ev.status == "ok", ev.reason
+
+
+def test_the_job_stays_full_precision_when_the_policy_allows_tf32(ops: Path) -> None:
+    """The policy gates TF32 candidates; it must not switch TF32 on for the reference and the baselines."""
+    from kernelbot.config import Config, PrecisionPolicy
+    from kernelbot.spec import kernelbench_spec
+
+    config = Config(precision=PrecisionPolicy(allow_tf32=True, allow_bf16=True))
+    job = kernelbench_spec("linear_relu.py").job(ops, "cuda", config)
+    assert job["allow_tf32"] is False
+    tf32 = Proposal("", origin="tf32-matmul", description="", precision="tf32")
+    assert _job_for(tf32, job)["candidate_precision"] == "tf32" and _job_for(tf32, job)["allow_tf32"] is False
