@@ -90,9 +90,7 @@ def _declared_jobs(device: str) -> list[tuple[str, dict[str, Any]]]:
 
         config = load_config(EXAMPLES)
         return [
-            (d.name, declared_spec(d).job(EXAMPLES, device, config))
-            for d in config.operators
-            if device in d.devices
+            (d.name, declared_spec(d).job(EXAMPLES, device)) for d in config.operators if device in d.devices
         ]
     except ImportError:  # the device image may lack pydantic: read the same keys by hand
         import yaml

@@ -154,7 +154,7 @@ def main() -> int:
     for rule_id in [r for r in args.rules.split(",") if r]:
         operator = RULE_OPERATOR[rule_id]
         spec = kernelbench_spec(f"{operator}.py")
-        job = spec.job(root, args.device, config)
+        job = spec.job(root, args.device)
         agent = HookedAgent([rules[rule_id]], job)
         started = time.monotonic()
         row: dict[str, Any] = {"rule": rule_id, "operator": operator}

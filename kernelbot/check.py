@@ -92,7 +92,7 @@ def check_operator(
         )
     cache = baselines.cache_root(fingerprint.key)
     settings = settings_for(config, cache)
-    job = spec.job(root, device, config)
+    job = spec.job(root, device)
     spec_hash = spec.spec_hash(root)
 
     progress(f"{spec.name}: checking and timing the operator")

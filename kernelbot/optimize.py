@@ -122,7 +122,7 @@ def optimize_operator(
     budget = budget or config.agent.budget
     deadline = time.monotonic() + (time_s or config.agent.time_s)
     check = check_operator(spec, root, config, fingerprint, with_compile=True, progress=progress)
-    job = spec.job(root, fingerprint.device, config)
+    job = spec.job(root, fingerprint.device)
     settings = settings_for(config, baselines.cache_root(fingerprint.key))
     progress(f"{spec.name}: analysing the operator")
     facts = analyze_operator(job, rules_for_analysis or [])

@@ -171,8 +171,8 @@ def _measure(
         )
         return result
     settings = settings_for(head_cfg, baselines.cache_root(fingerprint.key))
-    base_job = base_spec.job(base_root, device, base_cfg) if base_spec is not None else None
-    head_job = head_spec.job(head_root, device, head_cfg) if head_spec is not None else None
+    base_job = base_spec.job(base_root, device) if base_spec is not None else None
+    head_job = head_spec.job(head_root, device) if head_spec is not None else None
     pair = measure_pair(
         base_job,
         head_job,

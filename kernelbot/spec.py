@@ -23,7 +23,7 @@ class OperatorSpec:
     decl: OperatorDecl | None = None  # the config entry, for declared operators
     sources: tuple[str, ...] = field(default=())  # CUDA/C++ files it builds from
 
-    def job(self, root: Path, device: str, config: Config) -> dict[str, Any]:
+    def job(self, root: Path, device: str) -> dict[str, Any]:
         """The JSON job the sandbox worker loads (the harness knows nothing of Config)."""
         tol = self.decl.tolerance if self.decl else None
         job: dict[str, Any] = {

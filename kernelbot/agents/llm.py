@@ -102,7 +102,7 @@ class LLMAgent:
 
     def _start(self, task: Task) -> None:
         settings = settings_for(self.config, baselines.cache_root(self.fingerprint.key))
-        job = task.spec.job(task.root, task.device, self.config)
+        job = task.spec.job(task.root, task.device)
         compiled = (
             baselines.load(settings.cache_dir, task.spec.spec_hash(task.root), "compile")
             if settings.cache_dir
