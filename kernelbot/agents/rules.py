@@ -55,7 +55,15 @@ class Rule(_Strict):
     precision: Literal["exact", "tf32", "bf16"] = "exact"
     expected_gain: float = Field(default=1.1, gt=0)  # ordering among matching rules (largest first)
     require_kernel: bool = False  # candidates promise a custom kernel (fallbacks are rejected)
+    stacks: bool = False  # its template wraps any ModelNew: it may also go on top of the best verified candidate
+    conflicts: list[str] = []  # rule ids it is never stacked with (two compile modes, two precisions)
     path: str = ""  # the file it came from (filled at load)
+
+    @model_validator(mode="after")
+    def _stacks_wrap(self) -> Rule:
+        if self.stacks and self.produces.template is None:
+            raise ValueError("only a template rule can stack (its template must subclass {{ base }})")
+        return self
 
     def matches(self, facts: dict[str, Any], device: str, kind: str, policy: dict[str, bool]) -> str | None:
         """None when the rule applies; otherwise the first reason it does not (for the report)."""
@@ -126,6 +134,11 @@ def load_rules(directory: Path = RULES_DIR) -> list[Rule]:
         if rule.id != path.stem:
             raise ConfigError(f"{rel}: id '{rule.id}' must equal the file name '{path.stem}'")
         rules.append(rule)
+    ids = {r.id for r in rules}
+    for rule in rules:
+        unknown = sorted(set(rule.conflicts) - ids)
+        if unknown:
+            raise ConfigError(f"{rule.path}: key 'conflicts': no rule named {', '.join(unknown)}")
     return rules
 
 

@@ -1,11 +1,12 @@
-"""The offline search agent: enumerate the rules that match an operator, build their candidates, best first."""
+"""The offline search agent: enumerate the rules that match an operator, build their candidates, best first;
+then stack the rules that wrap any model (compile modes, TF32, cuDNN autotuning) on the best verified one."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from kernelbot.agents.base import Feedback, Proposal, Task
+from kernelbot.agents.base import Feedback, Precision, Proposal, Task
 from kernelbot.agents.rules import Rule
 from kernelbot.render import render
 
@@ -17,6 +18,8 @@ class SearchAgent:
         self.rules = list(rules)
         self.skipped: dict[str, str] = {}  # rule id -> why it did not apply (for the report)
         self._queue: list[Proposal] | None = None
+        self._matched: list[Rule] = []  # rules whose own candidate was built, best expected gain first
+        self._stacked = False
 
     def plan(self, task: Task) -> list[Proposal]:
         """Every candidate the matching rules produce, ordered by the rules' expected gain."""
@@ -30,6 +33,7 @@ class SearchAgent:
             source = self._build(rule, task)
             if source is None:
                 continue
+            self._matched.append(rule)
             proposals.append(
                 Proposal(
                     source,
@@ -42,14 +46,56 @@ class SearchAgent:
             )
         return proposals
 
-    def _build(self, rule: Rule, task: Task) -> str | None:
+    def stack(self, task: Task, feedback: Sequence[Feedback]) -> list[Proposal]:
+        """Each stackable rule whose own candidate was verified, on top of the fastest verified candidate.
+
+        Rules are tried alone first, so a stack is only built from parts that each passed the harness; the
+        stack itself is checked and timed like any candidate (a wrapper that lost alone can win on top of a
+        rewrite, e.g. TF32 under max-autotune).
+        """
+        verified = [f for f in feedback if f.evaluation.ok and f.speedup_vs_eager is not None]
+        if not verified:
+            return []
+        best = max(verified, key=lambda f: f.speedup_vs_eager or 0.0)
+        used = set(best.proposal.origin.split("+"))
+        ok_alone = {f.proposal.origin for f in verified}
+        by_id = {r.id: r for r in self.rules}
+        out = []
+        for rule in self._matched:
+            if not rule.stacks or rule.id in used or rule.id not in ok_alone:
+                continue
+            if used & set(rule.conflicts) or any(rule.id in by_id[u].conflicts for u in used if u in by_id):
+                continue
+            precision = _combined(best.proposal.precision, rule.precision)
+            if precision is None:
+                continue
+            source = self._build(rule, task, on=best.proposal)
+            if source is None:
+                continue
+            out.append(
+                Proposal(
+                    source,
+                    origin=f"{best.proposal.origin}+{rule.id}",
+                    description=f"{rule.description}, on top of: {best.proposal.description}",
+                    precision=precision,
+                    require_kernel=best.proposal.require_kernel,
+                    expected_gain=rule.expected_gain,
+                )
+            )
+        return out
+
+    def _build(self, rule: Rule, task: Task, on: Proposal | None = None) -> str | None:
         context: dict[str, Any] = {
             "rule": rule,
             "params": rule.produces.params,
-            "operator_source": task.source.rstrip(),
+            "operator_source": task.source.rstrip() if on is None else on.source.rstrip(),
             "facts": task.facts,
             "device": task.device,
         }
+        if on is not None:  # the earlier candidate's source defines ModelNew: the wrapper subclasses it
+            assert rule.produces.template is not None  # only template rules stack
+            header = f"# kernelbot: rule `{rule.id}` stacked on the verified candidate `{on.origin}` below.\n"
+            return header + render(f"kernels/{rule.produces.template}", base="ModelNew", **context)
         if rule.produces.rewrite is not None:
             rewrite = task.facts.get("rewrites", {}).get(rule.produces.rewrite, {})
             if not rewrite.get("applied"):
@@ -67,4 +113,14 @@ class SearchAgent:
     def propose(self, task: Task, feedback: Sequence[Feedback]) -> Proposal | None:
         if self._queue is None:
             self._queue = self.plan(task)
+        if not self._queue and not self._stacked:
+            self._stacked = True  # once: stacks are built from the single-rule results
+            self._queue = self.stack(task, feedback)
         return self._queue.pop(0) if self._queue else None
+
+
+def _combined(a: Precision, b: Precision) -> Precision | None:
+    """The precision of a stack: the lower one of its parts; two different lower precisions do not stack."""
+    if a == "exact" or a == b:
+        return b
+    return a if b == "exact" else None

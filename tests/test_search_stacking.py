@@ -1,0 +1,123 @@
+"""The search agent stacks wrapper rules (compile modes, TF32, cuDNN autotuning) on the best verified candidate."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kernelbot.agents.base import Feedback, Proposal, Task
+from kernelbot.agents.rules import Rule, load_rules
+from kernelbot.agents.search import SearchAgent
+from kernelbot.config import PrecisionPolicy
+from kernelbot.errors import ConfigError
+from kernelbot.harness.results import Evaluation
+from kernelbot.spec import kernelbench_spec
+
+SOURCE = """import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _task(tmp_path: Path, policy: PrecisionPolicy) -> Task:
+    (tmp_path / "op.py").write_text(SOURCE)
+    facts = {"traceable": True, "ops": ["linear", "relu"], "modules": ["Linear"], "input_dtypes": ["float32"]}
+    return Task(kernelbench_spec("op.py"), tmp_path, "cuda", SOURCE, policy, facts | {"eager_ms": 1.0})
+
+
+def _feedback(proposal: Proposal, status: str, speedup: float | None) -> Feedback:
+    ok = status == "ok"
+    return Feedback(proposal, Evaluation("candidate", status), 2 if ok else -1, speedup if ok else None, None)
+
+
+def _answer(
+    agent: SearchAgent, task: Task, results: dict[str, tuple[str, float]]
+) -> tuple[list[Feedback], list[Proposal]]:
+    """Answer every single-rule candidate with the given (status, speedup vs eager); collect the stacks."""
+    feedback: list[Feedback] = []
+    stacks: list[Proposal] = []
+    while (p := agent.propose(task, feedback)) is not None:
+        if "+" in p.origin:
+            stacks.append(p)
+            continue
+        status, speedup = results.get(p.origin, ("ok", 1.0))
+        feedback.append(_feedback(p, status, speedup))
+    return feedback, stacks
+
+
+@pytest.fixture(scope="module")
+def rules() -> list[Rule]:
+    return load_rules()
+
+
+def test_stacks_go_on_the_fastest_verified_candidate_and_respect_conflicts(
+    tmp_path: Path, rules: list[Rule]
+) -> None:
+    agent = SearchAgent(rules)
+    task = _task(tmp_path, PrecisionPolicy(allow_tf32=True))
+    task.facts["eager_ms"] = 0.1  # launch-bound: reduce-overhead and the CUDA-graph capture match too
+    singles = {
+        "compile-reduce-overhead": ("ok", 1.5),
+        "compile-max-autotune": ("ok", 1.4),
+        "tf32-matmul": ("ok", 0.97),
+        "cuda-graph-capture": ("ok", 0.8),
+    }
+    feedback, stacks = _answer(agent, task, singles)
+    assert {f.proposal.origin for f in feedback} == set(singles)
+    # TF32 lost alone but may win under the compiled model; max-autotune conflicts with reduce-overhead, and
+    # the graph capture is no wrapper that stacks.
+    assert [p.origin for p in stacks] == ["compile-reduce-overhead+tf32-matmul"]
+    (stacked,) = stacks
+    assert stacked.precision == "tf32"
+    ast.parse(stacked.source)
+    assert "class ModelNew(ModelNew):" in stacked.source
+    assert stacked.source.count("class ModelNew(Model):") == 1  # the base candidate, kept whole
+    assert 'mode="reduce-overhead"' in stacked.source
+
+
+def test_a_rule_that_failed_alone_is_not_stacked_and_nothing_stacks_without_a_verified_base(
+    tmp_path: Path, rules: list[Rule]
+) -> None:
+    task = _task(tmp_path, PrecisionPolicy(allow_tf32=True))
+    _, stacks = _answer(
+        SearchAgent(rules), task, {"tf32-matmul": ("incorrect", 0.0), "compile-max-autotune": ("ok", 1.2)}
+    )
+    assert stacks == []
+    _, stacks = _answer(SearchAgent(rules), task, {r.id: ("crashed", 0.0) for r in rules})
+    assert stacks == []
+
+
+def test_stacked_precisions_combine_and_a_stacking_rule_must_be_a_template(tmp_path: Path) -> None:
+    from kernelbot.agents.search import _combined
+
+    assert _combined("exact", "tf32") == "tf32" and _combined("bf16", "exact") == "bf16"
+    assert _combined("tf32", "bf16") is None and _combined("exact", "exact") == "exact"
+    bad = tmp_path / "rules"
+    bad.mkdir()
+    (bad / "r.yaml").write_text(
+        "id: r\ndescription: d\nrationale: r\nproduces: {rewrite: diag_matmul}\nstacks: true\n"
+    )
+    with pytest.raises(ConfigError, match="only a template rule can stack"):
+        load_rules(bad)
+    (bad / "r.yaml").write_text(
+        "id: r\ndescription: d\nrationale: r\nproduces: {template: tf32.py.j2}\nconflicts: [nope]\n"
+    )
+    with pytest.raises(ConfigError, match=r"rules/r\.yaml: key 'conflicts': no rule named nope"):
+        load_rules(bad)
