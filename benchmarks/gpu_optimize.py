@@ -11,8 +11,8 @@ Anywhere, to merge the timed rows of every shard into the table:
 one at a time on its GPU: eager and torch.compile baselines, the fx analysis, then every candidate the matching
 rules build, each verified and timed in a fresh sandbox. The precision policy allows TF32 (not bf16), so the
 TF32 rule's candidate is among them; the "no TF32" result of an operator is the best of its exact candidates,
-which are the very candidates a run under the default policy makes (the search agent builds each rule's
-candidate independently). One row per operator is appended to DIR/optimize_rows.jsonl as soon as it is done.
+which are the very candidates a run under the default policy makes (each rule's own candidate is built
+independently, and stacks are built on the fastest exact candidate as well as on the fastest overall). One row per operator is appended to DIR/optimize_rows.jsonl as soon as it is done.
 
 `warm` runs the same pipeline on many operators at once with a throw-away timing budget, to build the
 torch.compile / Triton / CuPy / extension artefacts in kernelbot's per-fingerprint cache (each sandbox compiles

@@ -92,6 +92,26 @@ def test_stacks_go_on_the_fastest_verified_candidate_and_respect_conflicts(
     assert 'mode="reduce-overhead"' in stacked.source
 
 
+def test_the_fastest_exact_candidate_is_a_base_too(tmp_path: Path, rules: list[Rule]) -> None:
+    """With TF32 allowed and fastest, the exact stacks a full-precision run would make are still built."""
+    task = _task(tmp_path, PrecisionPolicy(allow_tf32=True))
+    task.facts["eager_ms"] = 0.1
+    singles = {
+        "compile-reduce-overhead": ("ok", 1.3),
+        "compile-max-autotune": ("ok", 1.2),
+        "tf32-matmul": ("ok", 1.5),
+        "cuda-graph-capture": ("ok", 0.8),
+    }
+    _, stacks = _answer(SearchAgent(rules), task, singles)
+    # On the exact base: TF32 (max-autotune conflicts); on the TF32 base: max-autotune (reduce-overhead
+    # with TF32 is the same pair as the first, built once).
+    assert [p.origin for p in stacks] == [
+        "compile-reduce-overhead+tf32-matmul",
+        "tf32-matmul+compile-max-autotune",
+    ]
+    assert {p.precision for p in stacks} == {"tf32"}
+
+
 def test_a_rule_that_failed_alone_is_not_stacked_and_nothing_stacks_without_a_verified_base(
     tmp_path: Path, rules: list[Rule]
 ) -> None:

@@ -51,37 +51,47 @@ class SearchAgent:
 
         Rules are tried alone first, so a stack is only built from parts that each passed the harness; the
         stack itself is checked and timed like any candidate (a wrapper that lost alone can win on top of a
-        rewrite, e.g. TF32 under max-autotune).
+        rewrite, e.g. TF32 under max-autotune). The fastest *exact* candidate is a base too, so the exact
+        candidates of a run whose policy allows TF32 are the ones a full-precision run would make.
         """
         verified = [f for f in feedback if f.evaluation.ok and f.speedup_vs_eager is not None]
-        if not verified:
-            return []
-        best = max(verified, key=lambda f: f.speedup_vs_eager or 0.0)
-        used = set(best.proposal.origin.split("+"))
+        exact = [f for f in verified if f.proposal.precision == "exact"]
+        bases: list[Feedback] = []
+        for group in (exact, verified):
+            best = max(group, key=lambda f: f.speedup_vs_eager or 0.0, default=None)
+            if best is not None and best not in bases:
+                bases.append(best)
         ok_alone = {f.proposal.origin for f in verified}
         by_id = {r.id: r for r in self.rules}
-        out = []
-        for rule in self._matched:
-            if not rule.stacks or rule.id in used or rule.id not in ok_alone:
-                continue
-            if used & set(rule.conflicts) or any(rule.id in by_id[u].conflicts for u in used if u in by_id):
-                continue
-            precision = _combined(best.proposal.precision, rule.precision)
-            if precision is None:
-                continue
-            source = self._build(rule, task, on=best.proposal)
-            if source is None:
-                continue
-            out.append(
-                Proposal(
-                    source,
-                    origin=f"{best.proposal.origin}+{rule.id}",
-                    description=f"{rule.description}, on top of: {best.proposal.description}",
-                    precision=precision,
-                    require_kernel=best.proposal.require_kernel,
-                    expected_gain=rule.expected_gain,
+        out: list[Proposal] = []
+        made: set[frozenset[str]] = set()
+        for base in bases:
+            used = set(base.proposal.origin.split("+"))
+            for rule in self._matched:
+                parts = frozenset(used | {rule.id})
+                if not rule.stacks or rule.id in used or rule.id not in ok_alone or parts in made:
+                    continue
+                if used & set(rule.conflicts) or any(
+                    rule.id in by_id[u].conflicts for u in used if u in by_id
+                ):
+                    continue
+                precision = _combined(base.proposal.precision, rule.precision)
+                if precision is None:
+                    continue
+                source = self._build(rule, task, on=base.proposal)
+                if source is None:
+                    continue
+                made.add(parts)
+                out.append(
+                    Proposal(
+                        source,
+                        origin=f"{base.proposal.origin}+{rule.id}",
+                        description=f"{rule.description}, on top of: {base.proposal.description}",
+                        precision=precision,
+                        require_kernel=base.proposal.require_kernel,
+                        expected_gain=rule.expected_gain,
+                    )
                 )
-            )
         return out
 
     def _build(self, rule: Rule, task: Task, on: Proposal | None = None) -> str | None:
