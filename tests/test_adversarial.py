@@ -117,6 +117,7 @@ CHEAT_LIST: list[Cheat] = [
     _c("bf16_compute", "matmul", "incorrect", r"outside atol=0\.0001"),
     _c("tf32_flag", "matmul", "rejected", r"precision flag .*allow_tf32", "precision-flag"),
     _c("matmul_precision_forward", "matmul", "rejected", r"float32_matmul_precision", "precision-flag"),
+    _c("tf32_cudnn_flags", "matmul", None, "", "precision-flag"),  # restored before the guard looks
     # right only when checked, or only on some shapes
     _c("first_calls_only", "relu", "incorrect", r"timed calls are wrong"),
     _c("shape_fastpath", "scale", "incorrect", r"shape=\[7, 9\]"),

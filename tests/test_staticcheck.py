@@ -195,6 +195,21 @@ def test_tf32_policy() -> None:
     }
 
 
+def test_cudnn_flags_turn_tf32_on_unless_told_not_to() -> None:
+    """torch.backends.cudnn.flags() defaults to allow_tf32=True: a bare call enables TF32 implicitly."""
+    call = "import torch\nwith torch.backends.cudnn.flags({}):\n    pass\n"
+    for implicit in (
+        "enabled=True",
+        "True, True",
+        "True, True, 10, False, True",
+        "enabled=True, allow_tf32=True",
+    ):
+        assert rules(call.format(implicit)) == {"precision-flag"}, implicit
+        assert rules(call.format(implicit), allow_tf32=True) == set(), implicit
+    for explicit in ("enabled=True, allow_tf32=False", "True, False, 10, False, False"):
+        assert rules(call.format(explicit)) == set(), explicit
+
+
 def test_require_kernel() -> None:
     fallback = """
         from op import Model

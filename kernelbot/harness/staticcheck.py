@@ -189,6 +189,8 @@ _PRECISION_ATTRS = frozenset(
     }
 )
 _TF32_ATTRS = frozenset({"allow_tf32", "fp32_precision"})
+# torch.backends.cudnn.flags(enabled, benchmark, benchmark_limit, deterministic, allow_tf32=True, ...)
+_CUDNN_FLAGS_TF32_POSITION = 4
 # Native source (load_inline, RawKernel strings) is opaque to the AST; these spellings are the usual suspects.
 _NATIVE_PATTERNS: tuple[tuple[str, str, str], ...] = (
     (
@@ -502,17 +504,18 @@ class _Scanner(ast.NodeVisitor):
 
     def precision_call(self, node: ast.Call, name: str) -> None:
         if name == "torch.backends.cudnn.flags":
-            for kw in node.keywords:
-                if (
-                    kw.arg == "allow_tf32"
-                    and not (isinstance(kw.value, ast.Constant) and kw.value.value is False)
-                    and not self.allow_tf32
-                ):
-                    self.add(
-                        node,
-                        "precision-flag",
-                        f"calls {name}(allow_tf32=...): TF32 is not allowed for this operator",
-                    )
+            # allow_tf32 defaults to True there: leaving it out (or passing it positionally, 5th) turns TF32 on.
+            given = next((kw.value for kw in node.keywords if kw.arg == "allow_tf32"), None)
+            if given is None and len(node.args) > _CUDNN_FLAGS_TF32_POSITION:
+                given = node.args[_CUDNN_FLAGS_TF32_POSITION]
+            off = isinstance(given, ast.Constant) and given.value is False
+            if not off and not self.allow_tf32:
+                self.add(
+                    node,
+                    "precision-flag",
+                    f"calls {name}() without allow_tf32=False (its default turns TF32 on): "
+                    "TF32 is not allowed for this operator",
+                )
             return
         arg = node.args[0] if node.args else None
         const = arg.value if isinstance(arg, ast.Constant) else None
