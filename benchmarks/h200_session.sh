@@ -5,6 +5,7 @@
 #   bash benchmarks/h200_session.sh call2   # GPU 0 and GPU 1: `kernelbot optimize` over half the operators each
 #   DONE="rows files" bash benchmarks/h200_session.sh call2   # (call3) the operators call2 had no time for
 #   DONE="rows files" bash benchmarks/h200_session.sh call4   # what was left, see below
+#   bash benchmarks/h200_session.sh warm    # caches only, both GPUs: to re-run just the optimize table (then call2)
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -60,6 +61,17 @@ call4)  # what call1-3 left: the model agent (PyGithub was missing in call1), th
     (CUDA_VISIBLE_DEVICES=1 timeout -k 5 280 taskset -c 16-31 python3 benchmarks/gpu_llm_agent.py \
         --out "$out/llm" >"$out/llm.log" 2>&1) &
     wait
+    ;;
+warm)  # caches only, on both GPUs (for a session that re-runs just the optimize table: warm, then call2)
+    for g in 0 1; do
+        (CUDA_VISIBLE_DEVICES=$g timeout -k 5 290 taskset -c $((g * 16))-$((g * 16 + 15)) python3 \
+            benchmarks/gpu_optimize.py warm --shard "$g/2" --out "$out/warm$g" --workers 19 --cap-s 200 \
+            >"$out/warm$g.log" 2>&1) &
+    done
+    wait
+    kill_sandboxes_on 0
+    kill_sandboxes_on 1
+    rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines
     ;;
 call5)  # after fixing the job's TF32 pin and reduce-overhead's outputs: the matmul/conv operators, as time allows
     for g in 0 1; do
