@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,25 @@ def run_action(
     return Run(code, outputs, out, summary)
 
 
+Act = Callable[..., Run]
+
+
+@pytest.fixture
+def act(
+    fast_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    github_api: GitHubImitation,
+) -> Act:
+    """`act(event, payload, repo_root, *args, tmp=tmp_path)`: one action run against the imitation, fast retries."""
+
+    def run(event: str, payload: dict, repo: Path, *args: str, tmp: Path = tmp_path) -> Run:
+        return run_action(monkeypatch, capsys, tmp, github_api, event, payload, repo, *args)
+
+    return run
+
+
 def stickies(server: GitHubImitation, number: int) -> list[dict[str, Any]]:
     return [c for c in server.comments_on(number) if STICKY_MARKER in c["body"] and c["user"] == server.bot]
 
@@ -189,10 +209,9 @@ def test_regression_pr_comment_failing_check_annotation_then_second_push_edits_i
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    act: Act,
 ) -> None:
     repo, base, head = regression_repo
     github_api.pulls[5] = Pull(5, head, base, patches(repo, base, head))
@@ -201,16 +220,7 @@ def test_regression_pr_comment_failing_check_annotation_then_second_push_edits_i
     payload = webhook(
         "pull_request", repository=github_api.repository, number=5, head_sha=head, base_sha=base
     )
-    run = run_action(
-        monkeypatch,
-        capsys,
-        tmp_path / "1",
-        github_api,
-        "pull_request",
-        payload,
-        repo.root,
-        "--fail-on-regression",
-    )
+    run = act("pull_request", payload, repo.root, "--fail-on-regression", tmp=tmp_path / "1")
     assert run.code == 1
     [comment] = stickies(github_api, 5)
     assert "1 regression" in comment["body"] and "| `ops/slowed` |" in comment["body"]
@@ -237,7 +247,7 @@ def test_regression_pr_comment_failing_check_annotation_then_second_push_edits_i
         head_sha=second,
         base_sha=base,
     )
-    run2 = run_action(monkeypatch, capsys, tmp_path / "1", github_api, "pull_request", payload, repo.root)
+    run2 = act("pull_request", payload, repo.root, tmp=tmp_path / "1")
     assert run2.code == 0  # not --fail-on-regression this time
     [edited] = stickies(github_api, 5)
     assert second[:10] in edited["body"] and head[:10] not in edited["body"]
@@ -264,10 +274,8 @@ def test_regression_pr_comment_failing_check_annotation_then_second_push_edits_i
 def test_improvement_with_verified_candidate_gets_a_suggestion(
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    act: Act,
 ) -> None:
     repo = GitRepoBuilder(tmp_path / "repo")
     base = repo.commit(
@@ -281,19 +289,7 @@ def test_improvement_with_verified_candidate_gets_a_suggestion(
     payload = webhook(
         "pull_request", repository=github_api.repository, number=9, head_sha=head, base_sha=base
     )
-    run = run_action(
-        monkeypatch,
-        capsys,
-        tmp_path,
-        github_api,
-        "pull_request",
-        payload,
-        repo.root,
-        "--agent",
-        "search",
-        "--budget",
-        "1",
-    )
+    run = act("pull_request", payload, repo.root, "--agent", "search", "--budget", "1")
     assert run.code == 0
     [comment] = stickies(github_api, 9)
     assert "improvement" in comment["body"] and "diag-matmul-broadcast" in comment["body"]
@@ -313,10 +309,8 @@ def test_fork_pr_runs_only_after_the_label(
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    act: Act,
 ) -> None:
     repo, base, head = regression_repo
     github_api.pulls[6] = Pull(6, head, base, patches(repo, base, head), head_repo="stranger/kernels")
@@ -327,27 +321,17 @@ def test_fork_pr_runs_only_after_the_label(
         "base_sha": base,
         "head_repo": "stranger/kernels",
     }
-    run = run_action(
-        monkeypatch,
-        capsys,
-        tmp_path,
-        github_api,
-        "pull_request",
-        webhook("pull_request", **common),
-        repo.root,
-    )
+    run = act("pull_request", webhook("pull_request", **common), repo.root)
     assert run.code == 0 and "waiting for a maintainer" in run.outputs["verdict-summary"]
     assert github_api.log == [] and not (tmp_path / "out" / "payload.json").exists()
     other = webhook("pull_request", action="labeled", label="bug", labels=("bug",), **common)
-    assert run_action(monkeypatch, capsys, tmp_path, github_api, "pull_request", other, repo.root).code == 0
+    assert act("pull_request", other, repo.root).code == 0
     assert github_api.log == []
     labelled = webhook(
         "pull_request", action="labeled", label="kernelbot:run", labels=("kernelbot:run",), **common
     )
     # The GPU job (read-only token) measures and leaves the payload; the publish job posts it.
-    run = run_action(
-        monkeypatch, capsys, tmp_path, github_api, "pull_request", labelled, repo.root, "--no-publish"
-    )
+    run = act("pull_request", labelled, repo.root, "--no-publish")
     assert run.code == 0 and run.outputs["verdict-summary"] == "1 regression"
     assert [r for r in github_api.log if r[0] != "GET"] == [] and not stickies(github_api, 6)
     assert main(["publish", "--payload", str(tmp_path / "out" / "payload.json")]) == 0
@@ -358,18 +342,14 @@ def test_gate_only_pins_the_head_and_says_eyes(
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    act: Act,
 ) -> None:
     repo, base, head = regression_repo
     cid, payload = slash_command(
         github_api, webhook, repo, base, head, 15, "owner", "admin", "/kernelbot optimize"
     )
-    run = run_action(
-        monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root, "--gate-only"
-    )
+    run = act("issue_comment", payload, repo.root, "--gate-only")
     assert run.code == 0 and run.outputs["accepted"] == "true"
     assert run.outputs["head-sha"] == head and run.outputs["base-sha"] == base
     assert [r[1] for r in github_api.reactions if r[0] == cid] == ["eyes"]
@@ -383,10 +363,8 @@ def test_writer_command_runs_with_reactions(
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    act: Act,
 ) -> None:
     repo, base, head = regression_repo
     github_api.pulls[7] = Pull(7, head, base, patches(repo, base, head))
@@ -396,7 +374,7 @@ def test_writer_command_runs_with_reactions(
         "issue_comment", repository=github_api.repository, number=7, body="/kernelbot optimize ops/slowed --budget 1",
         commenter="maintainer", comment_id=cid,
     )  # fmt: skip
-    run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)
+    run = act("issue_comment", payload, repo.root)
     assert run.code == 0
     assert [r[1] for r in github_api.reactions if r[0] == cid] == ["eyes", "rocket"]
     assert len(stickies(github_api, 7)) == 1
@@ -409,17 +387,14 @@ def test_reader_command_is_refused_with_a_reply(
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
+    act: Act,
 ) -> None:
     repo, base, head = regression_repo
     cid, payload = slash_command(
         github_api, webhook, repo, base, head, 8, "visitor", "read", "/kernelbot optimize"
     )
     for _ in range(2):  # a re-run of the same event does not reply twice
-        run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)
+        run = act("issue_comment", payload, repo.root)
         assert run.code == 0 and "skipped" in run.outputs["verdict-summary"]
     assert {r[1] for r in github_api.reactions if r[0] == cid} == {"confused"}
     replies = [c for c in github_api.comments_on(8) if c["user"] == github_api.bot]
@@ -431,10 +406,9 @@ def test_shell_injection_in_a_comment_is_inert(
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
-    fast_client: None,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
+    act: Act,
 ) -> None:
     repo, base, head = regression_repo
     github_api.pulls[10] = Pull(10, head, base, patches(repo, base, head))
@@ -451,7 +425,7 @@ def test_shell_injection_in_a_comment_is_inert(
         comment_id=cid,
     )
     monkeypatch.chdir(tmp_path)
-    run = run_action(monkeypatch, capsys, tmp_path, github_api, "issue_comment", payload, repo.root)
+    run = act("issue_comment", payload, repo.root)
     assert run.code == 0 and not marker.exists()
     assert {r[1] for r in github_api.reactions if r[0] == cid} == {"confused"}
     assert not stickies(github_api, 10)
