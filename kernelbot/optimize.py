@@ -11,7 +11,7 @@ from typing import Any
 
 from kernelbot import baselines
 from kernelbot.agents.analysis import analyze_operator
-from kernelbot.agents.base import Agent, Feedback, Proposal, Task
+from kernelbot.agents.base import Agent, Feedback, Task, job_at_precision
 from kernelbot.check import CheckReport, check_operator, settings_for
 from kernelbot.config import Config, PrecisionPolicy
 from kernelbot.fingerprint import Fingerprint
@@ -21,8 +21,6 @@ from kernelbot.render import render
 from kernelbot.spec import OperatorSpec
 
 Progress = Callable[[str], None]
-# A candidate that changes precision is checked against the full-precision reference at that precision's tolerance.
-PRECISION_TOLERANCE = {"tf32": 1e-2, "bf16": 1e-2}
 
 
 @dataclass
@@ -93,19 +91,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60]
 
 
-def _job_for(proposal: Proposal, job: dict[str, Any]) -> dict[str, Any]:
-    if proposal.precision == "exact":
-        return job
-    tol = PRECISION_TOLERANCE[proposal.precision]
-    # The reference stays pinned to full precision; only the candidate may switch inside its own calls.
-    return {
-        **job,
-        "atol": max(job.get("atol") or 0, tol),
-        "rtol": max(job.get("rtol") or 0, tol),
-        "candidate_precision": proposal.precision,
-    }
-
-
 def optimize_operator(
     spec: OperatorSpec,
     root: Path,
@@ -149,7 +134,7 @@ def optimize_operator(
         path.write_text(proposal.source)
         progress(f"{spec.name}: candidate {len(feedback) + 1} ({proposal.origin}): checking and timing")
         ev = evaluate(
-            _job_for(proposal, job),
+            job_at_precision(job, proposal.precision),
             "candidate",
             settings,
             candidate=str(path),

@@ -32,7 +32,7 @@ class OperatorSpec:
             "device": device,
             # The reference, both baselines and exact candidates run in full float32 whatever the precision
             # policy says: the policy only lets a candidate switch TF32 on inside its own calls, and such a
-            # candidate is checked at TF32's tolerance and reported as a precision change (optimize._job_for).
+            # candidate is checked at TF32's tolerance and reported as a precision change (agents.base.job_at_precision).
             "allow_tf32": False,
             "atol": tol.atol if tol else None,
             "rtol": tol.rtol if tol else None,

@@ -12,6 +12,22 @@ from kernelbot.harness.results import Evaluation
 from kernelbot.spec import OperatorSpec
 
 Precision = Literal["exact", "tf32", "bf16"]
+# A candidate that changes precision is checked against the full-precision reference at that precision's tolerance.
+PRECISION_TOLERANCE = {"tf32": 1e-2, "bf16": 1e-2}
+
+
+def job_at_precision(job: dict[str, Any], precision: Precision) -> dict[str, Any]:
+    """The harness job for a candidate of `precision`: the reference stays pinned to full float32; only the
+    candidate may switch inside its own calls, and it is compared at that precision's tolerance."""
+    if precision == "exact":
+        return job
+    tol = PRECISION_TOLERANCE[precision]
+    return {
+        **job,
+        "atol": max(job.get("atol") or 0, tol),
+        "rtol": max(job.get("rtol") or 0, tol),
+        "candidate_precision": precision,
+    }
 
 
 @dataclass

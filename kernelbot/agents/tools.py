@@ -15,13 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelbot.agents.base import Precision, Task
+from kernelbot.agents.base import Precision, Task, job_at_precision
 from kernelbot.harness.evaluate import Handle, Settings, evaluate
 from kernelbot.harness.results import Evaluation, Timing, reward, speedup
 from kernelbot.harness.staticcheck import scan
 
-# The same loosening the pipeline applies (optimize.PRECISION_TOLERANCE); the pipeline's check is authoritative.
-PRECISION_TOLERANCE = {"tf32": 1e-2, "bf16": 1e-2}
 READ_LIMIT = 20_000  # characters of one file shown to the model
 ERROR_LIMIT = 1_500  # characters of one error shown to the model
 
@@ -242,15 +240,7 @@ class Toolbox:
         return attempt
 
     def _job(self, attempt: Attempt) -> dict[str, Any]:
-        if attempt.precision == "exact":
-            return self.job
-        tol = PRECISION_TOLERANCE[attempt.precision]
-        return {
-            **self.job,
-            "atol": max(self.job.get("atol") or 0, tol),
-            "rtol": max(self.job.get("rtol") or 0, tol),
-            "candidate_precision": attempt.precision,
-        }
+        return job_at_precision(self.job, attempt.precision)
 
     def _failed(self, attempt: Attempt, stage: str, ev: Evaluation) -> ToolResult:
         attempt.failure = f"{ev.status}: {ev.reason.splitlines()[0][:200] if ev.reason else ''}"
