@@ -16,12 +16,11 @@ import torch
 
 import kernelbot.agents.rewrites_conv  # noqa: F401  (registers conv_bn_fold, as the tracer's import will)
 from kernelbot.agents import epilogue
-from kernelbot.agents.base import Proposal
+from kernelbot.agents.base import job_at_precision
 from kernelbot.agents.rules import Rule, load_rules
 from kernelbot.agents.tracer import analyze
 from kernelbot.harness.evaluate import Settings, evaluate
 from kernelbot.harness.staticcheck import scan
-from kernelbot.optimize import _job_for
 from kernelbot.render import render
 
 FAST = Settings(timeout_s=120.0, time_budget_s=0.2, min_samples=5, max_samples=8, seeds=3)
@@ -141,8 +140,6 @@ def _facts(root: Path, name: str, eager_ms: float = 1.0) -> dict[str, Any]:
     job = _job(root, name)
     facts = analyze(job, ["conv_bn_fold"])
     facts["eager_ms"] = eager_ms
-    # NOTE: until the tracer stores facts["epilogue"] itself (its hook), the test computes it the same way.
-    facts.setdefault("epilogue", epilogue.describe_job(job))
     return facts
 
 
@@ -165,9 +162,8 @@ def _render(rule: Rule, root: Path, name: str, facts: dict[str, Any], device: st
 def _evaluate(rule: Rule, root: Path, name: str, source: str) -> Any:
     path = root / f"cand_{rule.id}_{name}.py"
     path.write_text(source)
-    proposal = Proposal(source, origin=rule.id, description=rule.description, precision=rule.precision)
     return evaluate(
-        _job_for(proposal, _job(root, name)),
+        job_at_precision(_job(root, name), rule.precision),
         "candidate",
         FAST,
         candidate=str(path),
@@ -392,9 +388,7 @@ def test_only_a_tf32_candidate_may_switch_tf32_on(ops: Path) -> None:
     from kernelbot.spec import kernelbench_spec
 
     job = kernelbench_spec("linear_relu.py").job(ops, "cuda")
-    exact = Proposal("", origin="compile-max-autotune", description="", precision="exact")
-    tf32 = Proposal("", origin="tf32-matmul", description="", precision="tf32")
-    assert job["allow_tf32"] is False and _job_for(exact, job) == job
-    relaxed = _job_for(tf32, job)
+    assert job["allow_tf32"] is False and job_at_precision(job, "exact") == job
+    relaxed = job_at_precision(job, "tf32")
     assert relaxed["allow_tf32"] is False and relaxed["candidate_precision"] == "tf32"
     assert relaxed["atol"] == relaxed["rtol"] == 1e-2
