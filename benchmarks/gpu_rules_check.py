@@ -4,9 +4,8 @@ On the GPU machine, from the repository root:   PYTHONPATH=. python3 benchmarks/
 Optional: --rules cuda-graph-capture,tf32-matmul (a subset); --time-budget 1.0 (seconds per timed subject).
 
 For every rule, `kernelbot.optimize.optimize_operator` runs with `SearchAgent([rule])` (the operator's eager and
-torch.compile baselines, then the rule's candidate through the sandboxed harness) and prints status, reward and
-speedups. Until the tracer stores facts["epilogue"] and imports kernelbot.agents.rewrites_conv itself, the agent
-here fills in what the analysis left out (the same functions the hook will call), and says so.
+torch.compile baselines, the analysis, then the rule's candidate through the sandboxed harness) and prints status,
+reward and speedups.
 Writes DIR/gpu_rules_check.json; exits 1 if any rule's candidate was not `ok`.
 """
 
@@ -26,12 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import kernelbot.agents.rewrites_conv  # noqa: E402,F401  (registers conv_bn_fold in this process)
-from kernelbot.agents import epilogue  # noqa: E402
-from kernelbot.agents.base import Proposal, Task  # noqa: E402
-from kernelbot.agents.rules import load_rules  # noqa: E402
+from kernelbot.agents.rules import load_rules, rewrites_for  # noqa: E402
 from kernelbot.agents.search import SearchAgent  # noqa: E402
-from kernelbot.agents.tracer import analyze  # noqa: E402
 from kernelbot.config import Config, HarnessSettings, PrecisionPolicy  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
 from kernelbot.optimize import optimize_operator  # noqa: E402
@@ -110,26 +105,6 @@ RULE_OPERATOR = {
 }
 
 
-class HookedAgent(SearchAgent):
-    """SearchAgent that adds the facts the tracer's pending hooks will provide, when they are missing."""
-
-    def __init__(self, rules: list[Any], job: dict[str, Any]) -> None:
-        super().__init__(rules)
-        self.job = job
-        self.filled: list[str] = []  # facts this script supplied because the analysis lacked them
-
-    def plan(self, task: Task) -> list[Proposal]:
-        if "epilogue" not in task.facts:
-            task.facts["epilogue"] = epilogue.describe_job(self.job)
-            self.filled.append("epilogue")
-        if not task.facts.get("rewrites", {}).get("conv_bn_fold", {}).get("applied"):
-            local = analyze({**self.job, "device": "cpu"}, ["conv_bn_fold"])["rewrites"]["conv_bn_fold"]
-            if local.get("applied"):
-                task.facts.setdefault("rewrites", {})["conv_bn_fold"] = local
-                self.filled.append("rewrites.conv_bn_fold")
-        return super().plan(task)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -154,8 +129,7 @@ def main() -> int:
     for rule_id in [r for r in args.rules.split(",") if r]:
         operator = RULE_OPERATOR[rule_id]
         spec = kernelbench_spec(f"{operator}.py")
-        job = spec.job(root, args.device)
-        agent = HookedAgent([rules[rule_id]], job)
+        agent = SearchAgent([rules[rule_id]])
         started = time.monotonic()
         row: dict[str, Any] = {"rule": rule_id, "operator": operator}
         try:
@@ -168,7 +142,7 @@ def main() -> int:
                 out_dir=args.out / "runs",
                 budget=2,
                 time_s=200,
-                rules_for_analysis=["conv_bn_fold"],
+                rules_for_analysis=rewrites_for([rules[rule_id]]),
                 progress=lambda line: print(f"  {line}", flush=True),
             )
             check = result.check
@@ -178,7 +152,6 @@ def main() -> int:
                 if check.compiled and check.compiled.timing
                 else None,
                 skipped=result.skipped,
-                filled_by_script=agent.filled,
                 candidates=[c.to_json() for c in result.candidates],
             )
             if not result.candidates or any(c.evaluation.status != "ok" for c in result.candidates):
@@ -210,10 +183,6 @@ def main() -> int:
             )
             if c.get("reason"):
                 print(f"    reason: {c['reason'][:300]}")
-        if row.get("filled_by_script"):
-            print(
-                f"    (facts filled by this script, pending tracer hooks: {', '.join(row['filled_by_script'])})"
-            )
     return 1 if failed else 0
 
 
