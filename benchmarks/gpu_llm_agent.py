@@ -31,9 +31,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from kernelbot.cli import main as kernelbot  # noqa: E402
-from tests.servers.openai_fake import MODEL, FakeOpenAI, reply, tool_call  # noqa: E402
+from tests.servers.openai_fake import LITELLM_NAME, FakeOpenAI, register_price, reply, tool_call  # noqa: E402
 
-FAKE = f"openai/{MODEL}"
+FAKE = LITELLM_NAME
 ROWS, COLS = 8192, 8192
 
 OPERATOR = f'''"""SiLU written as x * sigmoid(x): two kernels and a temporary in eager PyTorch."""
@@ -161,14 +161,8 @@ def script() -> list[dict[str, Any]]:
 
 def run(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ["KERNELBOT_LLM_API_KEY"] = "sk-device-check"  # the fake server accepts any key
-    import litellm
-
-    litellm.register_model(
-        {FAKE: {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6, "litellm_provider": "openai",
-                "mode": "chat", "supports_function_calling": True}}
-    )  # fmt: skip
+    register_price()
     repo = Path(tempfile.mkdtemp(prefix="kernelbot-llm-gpu-"))
     (repo / "ops").mkdir()
     (repo / "ops" / "silu.py").write_text(OPERATOR)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -19,9 +18,9 @@ from kernelbot.fingerprint import collect
 from kernelbot.history import History
 from kernelbot.spec import resolve_operator
 from tests.ops import diag_op, write_repo
-from tests.servers.openai_fake import MODEL, FakeOpenAI, reply, tool_call
+from tests.servers.openai_fake import LITELLM_NAME, FakeOpenAI, register_price, reply, tool_call
 
-FAKE = f"openai/{MODEL}"
+FAKE = LITELLM_NAME
 KEY = "sk-test-7f3a9c1e5b"  # must never appear in any output, transcript or export
 
 CONFIG = """\
@@ -55,14 +54,7 @@ SNOOP_FILE = HEAD + (
 
 @pytest.fixture(scope="module", autouse=True)
 def fake_price() -> None:
-    """A price for the fake model, so litellm's cost tracking (and the money limit) has numbers."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    litellm.register_model(
-        {FAKE: {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6, "litellm_provider": "openai",
-                "mode": "chat", "supports_function_calling": True}}
-    )  # fmt: skip
+    register_price()
 
 
 @pytest.fixture()

@@ -19,6 +19,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODEL = "fake-kernel-model"
+LITELLM_NAME = f"openai/{MODEL}"  # what litellm is told: the fake speaks the OpenAI protocol
+
+
+def register_price() -> None:
+    """A price for the fake model, so litellm's cost tracking (and a money limit) has numbers."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.register_model(
+        {LITELLM_NAME: {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6, "litellm_provider": "openai",
+                        "mode": "chat", "supports_function_calling": True}}
+    )  # fmt: skip
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str, call_id: str | None = None) -> dict[str, Any]:
