@@ -55,9 +55,8 @@ class Rule(_Strict):
     precision: Literal["exact", "tf32", "bf16"] = "exact"
     expected_gain: float = Field(default=1.1, gt=0)  # ordering among matching rules (largest first)
     require_kernel: bool = False  # candidates promise a custom kernel (fallbacks are rejected)
-    stacks: bool = (
-        False  # its template wraps any ModelNew: it may also go on top of the best verified candidate
-    )
+    # Its template wraps any ModelNew, so it may also go on top of the best verified candidate.
+    stacks: bool = False
     conflicts: list[str] = []  # rule ids it is never stacked with (two compile modes, two precisions)
     path: str = ""  # the file it came from (filled at load)
 
