@@ -40,11 +40,22 @@ ROWMEAN = ROWSUM.replace(
     "self.lin(x).sum(dim=1, keepdim=True)", "torch.mean(self.lin(x), dim=1, keepdim=True)"
 )
 
+# The shape of problem 29: a scaling by a constant between the product and the mean.
+SCALED_MEAN = ROWSUM.replace(
+    "self.lin(x).sum(dim=1, keepdim=True)",
+    "torch.mean(0.5 * (x @ self.lin.weight.T) / 2.0, dim=1, keepdim=True)",
+)
+
 
 @pytest.fixture()
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
-    files = {"ops/diag.py": DIAG, "ops/rowsum.py": ROWSUM, "ops/rowmean.py": ROWMEAN}
+    files = {
+        "ops/diag.py": DIAG,
+        "ops/rowsum.py": ROWSUM,
+        "ops/rowmean.py": ROWMEAN,
+        "ops/scaled_mean.py": SCALED_MEAN,
+    }
     return write_repo(tmp_path, files, config=FAST_CONFIG)
 
 
@@ -71,7 +82,7 @@ def test_diag_product_of_size_2048_is_rewritten_verified_and_10x_faster(repo: Pa
     assert stacked["status"] == "ok" and stacked["reward"] >= 1, stacked["reason"]
 
 
-@pytest.mark.parametrize("op", ["ops/rowsum.py", "ops/rowmean.py"])
+@pytest.mark.parametrize("op", ["ops/rowsum.py", "ops/rowmean.py", "ops/scaled_mean.py"])
 def test_reduction_moves_before_the_linear_layer(repo: Path, op: str) -> None:
     data = optimize(repo, op, "--budget", "1")
     (candidate,) = data["candidates"]

@@ -136,6 +136,21 @@ def test_diag_rule(tmp_path: Path, rules: dict[str, Rule], forward: str, inputs:
             "self.w = torch.nn.Parameter(torch.randn(16, 8))",
             False,
         ),
+        (
+            "(x,) = args\n                return (2 * (x @ self.w.T) / 3.0).mean(dim=1)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            True,
+        ),
+        (
+            "(x,) = args\n                return (x @ self.w.T + 1.0).sum(dim=1)",
+            "self.w = torch.nn.Parameter(torch.randn(16, 8))",
+            False,
+        ),
+        (
+            "(x,) = args\n                return (x @ self.w.T * x).sum(dim=1)",
+            "self.w = torch.nn.Parameter(torch.randn(8, 8))",
+            False,
+        ),
     ],
     ids=[
         "matmul-sum",
@@ -145,6 +160,9 @@ def test_diag_rule(tmp_path: Path, rules: dict[str, Rule], forward: str, inputs:
         "matmul-mean",
         "sum-over-rows",
         "nonlinear-between",
+        "scalar-scales-between",
+        "shift-between",
+        "tensor-scale-between",
     ],
 )
 def test_reduce_before_matmul_rule(

@@ -107,19 +107,47 @@ def _over_last_dim(node: fx.Node) -> bool:
     return len(dims) == 1 and isinstance(dims[0], int) and dims[0] % len(shape) == len(shape) - 1
 
 
+SCALES = {operator.mul, operator.truediv, torch.mul, torch.div}
+
+
+def _is_scalar_scale(node: object) -> bool:
+    """x * c, c * x or x / c with c a Python number, x a node used only here: linear, so it commutes with a sum."""
+    if not isinstance(node, fx.Node) or node.op != "call_function" or node.target not in SCALES:
+        return False
+    if node.kwargs or len(node.args) != 2:
+        return False
+    a, b = node.args
+    numbers = (int, float)
+    if node.target in (operator.truediv, torch.div):
+        return isinstance(a, fx.Node) and isinstance(b, numbers) and b != 0
+    return (isinstance(a, fx.Node) and isinstance(b, numbers)) or (
+        isinstance(b, fx.Node) and isinstance(a, numbers)
+    )
+
+
+def _through_scalar_scales(node: object) -> tuple[object, list[fx.Node]]:
+    """The node under a chain of scalar scalings (each used once), and the scalings, outermost first."""
+    scales: list[fx.Node] = []
+    while _is_scalar_scale(node) and isinstance(node, fx.Node) and len(node.users) == 1:
+        scales.append(node)
+        node = next(a for a in node.args if isinstance(a, fx.Node))
+    return node, scales
+
+
 @register("reduce_before_matmul")
 def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
     """sum(A @ B, dim=-1) -> A @ B.sum(-1): the reduction moves before the product (exact in real arithmetic).
 
     Also F.linear(x, W, b).sum(-1) -> x @ W.sum(0) + b.sum(): one matrix-vector product instead of a GEMM;
-    a mean likewise (x @ W.mean(0) + b.mean()), since the product is linear in each operand.
+    a mean likewise (x @ W.mean(0) + b.mean()), since the product is linear in each operand. Scalings by a
+    constant between the product and the reduction ((x @ W.T / t).mean(-1)) are kept, applied after it.
     """
     changed = 0
     for node in list(gm.graph.nodes):
         reduce = _last_dim_reduction(node)
         if reduce is None:
             continue
-        product = node.args[0]
+        product, scales = _through_scalar_scales(node.args[0])
         if not isinstance(product, fx.Node) or len(product.users) != 1:
             continue
         keepdim = bool(node.kwargs.get("keepdim", node.args[2] if len(node.args) > 2 else False))
@@ -152,6 +180,10 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
                     new = gm.graph.call_function(torch.add, (new, gm.graph.call_method(reduce, (bias,))))
             else:
                 continue
+            for scale in reversed(scales):  # innermost first: c·sum(y) = sum(c·y), sum(y)/c = sum(y/c)
+                new = gm.graph.call_function(
+                    scale.target, tuple(new if isinstance(a, fx.Node) else a for a in scale.args)
+                )
             if keepdim:
                 new = gm.graph.call_method("unsqueeze", (new, -1))
         _replace(gm, node, new)
