@@ -26,6 +26,7 @@ import argparse
 import concurrent.futures as cf
 import json
 import math
+import re
 import shutil
 import sys
 import tempfile
@@ -53,7 +54,7 @@ EXAMPLES = REPO / "examples"
 PROBLEMS = REPO / "benchmarks" / "problems"
 ROWS_FILE = "optimize_rows.jsonl"
 POLICY = PrecisionPolicy(allow_tf32=True, allow_bf16=False)
-TIMED = HarnessSettings(time_budget_s=2.0, timeout_s=180.0)
+TIMED = HarnessSettings(time_budget_s=1.0, timeout_s=150.0)  # rewards turn on 5%: a second per subject does
 WARM = HarnessSettings(time_budget_s=0.05, max_samples=10, timeout_s=150.0)
 RESERVE_S = 20.0  # left at the deadline for writing results
 
@@ -64,6 +65,15 @@ class Target:
     group: str  # "example" | "problem"
     root: Path
     target: str  # what `kernelbot optimize` would be given: a file under root, or a declared name
+    level: int = (
+        0  # a problem's KernelBench level (1 single op, 2 fused chain, 3 small network); 0 for examples
+    )
+
+
+def level_of(path: Path) -> int:
+    """The level a problem's docstring opens with ("Level 2: ..."); single operators say none: level 1."""
+    match = re.match(r'"""Level (\d)', path.read_text())
+    return int(match.group(1)) if match else 1
 
 
 def targets() -> list[Target]:
@@ -76,7 +86,7 @@ def targets() -> list[Target]:
         Target(f"examples/{d.name}", "example", EXAMPLES, d.name) for d in load_config(EXAMPLES).operators
     ]
     out += [
-        Target(f"problems/{p.stem}", "problem", PROBLEMS, p.name)
+        Target(f"problems/{p.stem}", "problem", PROBLEMS, p.name, level_of(p))
         for p in sorted(PROBLEMS.glob("[0-9][0-9]_*.py"))
         if not p.stem.endswith("_new")  # hand-written candidates of the harness benchmark, not operators
     ]
@@ -331,10 +341,14 @@ def summarize(files: list[Path], out: Path) -> dict[str, Any]:
         "default float32 (no TF32)": policy_summary(ordered, allow_tf32=False),
         "TF32 allowed": policy_summary(ordered, allow_tf32=True),
     }
-    for group in ("example", "problem"):
-        part = [r for r in ordered if r["group"] == group]
-        summaries[f"{group}s only, no TF32"] = policy_summary(part, allow_tf32=False)
-        summaries[f"{group}s only, TF32 allowed"] = policy_summary(part, allow_tf32=True)
+    levels = {t.label: t.level for t in targets()}
+    parts = {"examples only": [r for r in ordered if r["group"] == "example"]}
+    parts["problems only"] = [r for r in ordered if r["group"] == "problem"]
+    for level in sorted({levels[r["label"]] for r in parts["problems only"]}):
+        parts[f"problems, level {level}"] = [r for r in parts["problems only"] if levels[r["label"]] == level]
+    for name, part in parts.items():
+        summaries[f"{name}, no TF32"] = policy_summary(part, allow_tf32=False)
+        summaries[f"{name}, TF32 allowed"] = policy_summary(part, allow_tf32=True)
     envs = {json.dumps(r.get("env"), sort_keys=True) for r in ordered if r.get("env")}
     env_list: list[dict[str, Any]] = [json.loads(e) for e in envs]
     result = {"summaries": summaries, "rows": ordered, "missing": missing, "env": env_list}
@@ -369,9 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap-s", type=float, default=200.0, help="warm: no candidate starts after this")
     p.add_argument("--deadline-s", type=float, default=540.0, help="timed: no operator starts after this")
     p.add_argument("--time-per-op", type=float, default=150.0, help="timed: the agent's wall-time limit")
-    p.add_argument(
-        "--done", type=Path, nargs="*", default=[], help="timed: rows files whose operators to skip"
-    )
+    p.add_argument("--done", type=Path, nargs="*", default=[], help="rows files whose operators to skip")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--only", help="comma-separated substrings of operator labels to keep")
     a = p.parse_args(argv)
@@ -386,16 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         summarize(a.rows, a.out)
         return 0
     log = Log()
+    done = {
+        json.loads(x)["label"] for f in a.done if f.exists() for x in f.read_text().splitlines() if x.strip()
+    }
     if a.mode == "warm":
-        warm(items, a.out, a.workers, a.cap_s, a.device, log)
+        warm([t for t in items if t.label not in done], a.out, a.workers, a.cap_s, a.device, log)
     else:
-        done = {
-            json.loads(x)["label"]
-            for f in a.done
-            if f.exists()
-            for x in f.read_text().splitlines()
-            if x.strip()
-        }
         timed(items, a.out, a.deadline_s, a.time_per_op, done, a.device, log)
     return 0
 

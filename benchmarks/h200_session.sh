@@ -6,6 +6,9 @@
 #   DONE="rows files" bash benchmarks/h200_session.sh call2   # (call3) the operators call2 had no time for
 #   DONE="rows files" bash benchmarks/h200_session.sh call4   # what was left, see below
 #   bash benchmarks/h200_session.sh warm    # caches only, both GPUs: to re-run just the optimize table (then call2)
+# The optimize table of the third session (after the TF32-pin fix, stacking, problems 33-37), two calls:
+#   bash benchmarks/h200_session.sh table   # both GPUs: build the caches, then `timed` until the call's end
+#   bash benchmarks/h200_session.sh more    # both GPUs: `timed` for the operators no earlier call on this machine did
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -72,6 +75,30 @@ warm)  # caches only, on both GPUs (for a session that re-runs just the optimize
     kill_sandboxes_on 0
     kill_sandboxes_on 1
     rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines
+    ;;
+table | more)
+    # Operators an earlier call on this (still warm) machine finished are skipped; a fresh machine warms first.
+    done=$(ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/")
+    if [ "$stage" = table ] || [ ! -d "$KERNELBOT_CACHE_DIR" ]; then
+        for g in 0 1; do
+            (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16))-$((g * 16 + 15)) \
+                python3 benchmarks/gpu_optimize.py warm --shard "$g/2" --out "$out/warm$g" --workers 21 \
+                --cap-s 200 --done $done >"$out/warm$g.log" 2>&1) &
+        done
+        wait
+        kill_sandboxes_on 0
+        kill_sandboxes_on 1
+        rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines # timed with a throw-away budget: measured again below
+    fi
+    left=$((${CALL_S:-555} - SECONDS))
+    for g in 0 1; do
+        (CUDA_VISIBLE_DEVICES=$g taskset -c $((g * 16))-$((g * 16 + 15)) python3 benchmarks/gpu_optimize.py timed \
+            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --done $done \
+            >"$out/timed$g.log" 2>&1) &
+    done
+    wait
+    python3 benchmarks/gpu_optimize.py summarize --out "$out" --rows $done "$out"/gpu*/optimize_rows.jsonl \
+        >"$out/summary.log" 2>&1
     ;;
 call5)  # after fixing the job's TF32 pin and reduce-overhead's outputs: the matmul/conv operators, as time allows
     for g in 0 1; do

@@ -81,8 +81,8 @@ def test_stacks_go_on_the_fastest_verified_candidate_and_respect_conflicts(
     }
     feedback, stacks = _answer(agent, task, singles)
     assert {f.proposal.origin for f in feedback} == set(singles)
-    # TF32 lost alone but may win under the compiled model; max-autotune conflicts with reduce-overhead, and
-    # the graph capture is no wrapper that stacks.
+    # TF32 lost alone but may win under the compiled model; max-autotune and the graph capture conflict
+    # with reduce-overhead (a CUDA graph already).
     assert [p.origin for p in stacks] == ["compile-reduce-overhead+tf32-matmul"]
     (stacked,) = stacks
     assert stacked.precision == "tf32"
@@ -103,10 +103,11 @@ def test_the_fastest_exact_candidate_is_a_base_too(tmp_path: Path, rules: list[R
         "cuda-graph-capture": ("ok", 0.8),
     }
     _, stacks = _answer(SearchAgent(rules), task, singles)
-    # On the exact base: TF32 (max-autotune conflicts); on the TF32 base: max-autotune (reduce-overhead
-    # with TF32 is the same pair as the first, built once).
+    # On the exact base: TF32 (max-autotune and the graph capture conflict); on the TF32 base: the graph
+    # capture and max-autotune (reduce-overhead with TF32 is the same pair as the first, built once).
     assert [p.origin for p in stacks] == [
         "compile-reduce-overhead+tf32-matmul",
+        "tf32-matmul+cuda-graph-capture",
         "tf32-matmul+compile-max-autotune",
     ]
     assert {p.precision for p in stacks} == {"tf32"}
@@ -141,3 +142,17 @@ def test_stacked_precisions_combine_and_a_stacking_rule_must_be_a_template(tmp_p
     )
     with pytest.raises(ConfigError, match=r"rules/r\.yaml: key 'conflicts': no rule named nope"):
         load_rules(bad)
+
+
+def test_the_graph_capture_goes_on_top_of_a_rewrite(tmp_path: Path, rules: list[Rule]) -> None:
+    """A launch-bound network: the conv-BN fold wins alone, then the whole folded forward is captured once."""
+    task = _task(tmp_path, PrecisionPolicy())
+    task.facts["eager_ms"] = 0.05
+    rewrite = Proposal("class ModelNew(Model):\n    pass\n", origin="conv-bn-fold", description="fold")
+    singles = [_feedback(rewrite, "ok", 1.3)]
+    agent = SearchAgent(rules)
+    while (p := agent.propose(task, singles)) is not None and "+" not in p.origin:
+        singles.append(_feedback(p, "ok", 1.1))
+    assert p is not None and p.origin == "conv-bn-fold+cuda-graph-capture"
+    ast.parse(p.source)
+    assert p.source.count("class ModelNew(ModelNew):") == 1 and "graph.replay()" in p.source
