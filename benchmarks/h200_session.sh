@@ -76,7 +76,7 @@ warm)  # caches only, on both GPUs (for a session that re-runs just the optimize
     kill_sandboxes_on 1
     rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines
     ;;
-table | more)
+table | more*)  # more, more2, ...: each call its own folder
     # Operators an earlier call on this (still warm) machine finished are skipped; a fresh machine warms first.
     done=$(ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/")
     if [ "$stage" = table ] || [ ! -d "$KERNELBOT_CACHE_DIR" ]; then

@@ -392,3 +392,35 @@ def test_only_a_tf32_candidate_may_switch_tf32_on(ops: Path) -> None:
     relaxed = job_at_precision(job, "tf32")
     assert relaxed["allow_tf32"] is False and relaxed["candidate_precision"] == "tf32"
     assert relaxed["atol"] == relaxed["rtol"] == 1e-2
+
+
+def _stacked(rule: Rule, base_source: str) -> str:
+    """The search agent's stack: the wrapper rule's template subclassing the earlier candidate's ModelNew."""
+    context = {"rule": rule, "params": rule.produces.params, "operator_source": base_source, "facts": {}}
+    return render(f"kernels/{rule.produces.template}", base="ModelNew", device="cpu", **context)
+
+
+def test_conv_bn_fold_under_a_stacked_compile_folds_eagerly_and_runs_on_cpu(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    # On the H200, reduce-overhead on the fold crashed: the fold ran inside the compiled CUDA graph and its
+    # cached weights were overwritten by the next replay. The fold now always runs eagerly (a graph break).
+    fold = _render(rules["conv-bn-fold"], ops, "conv_bn_relu", _facts(ops, "conv_bn_relu"), "cpu")
+    assert "@torch.compiler.disable\ndef _folded(" in fold
+    source = _stacked(rules["compile-reduce-overhead"], fold)
+    ast.parse(source)
+    assert source.count("class ModelNew(ModelNew):") == 1
+    ev = _evaluate(rules["compile-reduce-overhead"], ops, "conv_bn_relu", source)
+    assert ev.status == "ok", ev.reason
+
+
+def test_a_compile_mode_stacked_on_the_fused_epilogue_passes_the_kernel_check(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    # Its super().forward is the kernel candidate's, and the CuPy launch is kept out of the compiled graph.
+    facts = _facts(ops, "linear_gelu_scale_clamp")
+    kernel = _render(rules["fused-elementwise-epilogue"], ops, "linear_gelu_scale_clamp", facts, "cuda")
+    assert "@torch.compiler.disable\ndef _launch(" in kernel
+    for wrapper in ("compile-max-autotune", "tf32-matmul"):
+        source = _stacked(rules[wrapper], kernel)
+        assert scan(source, allow_tf32=True, require_kernel=True) == [], wrapper

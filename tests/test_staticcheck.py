@@ -234,3 +234,40 @@ def test_findings_are_one_line_with_line_numbers() -> None:
 def test_syntax_error_is_left_to_the_loader() -> None:
     assert scan("def f(:\n") == []
     assert [f.rule for f in scan("def f(:\n  '/proc/self/mem'\n")] == ["introspection"]
+
+
+def test_a_wrapper_stacked_on_a_kernel_candidate_may_call_its_forward() -> None:
+    # A stacked wrapper (TF32, a compile mode) subclasses the kernel candidate defined above it in the file:
+    # its super().forward runs that kernel. Inheriting from the reference one step removed is still caught.
+    stacked = """
+        import torch
+
+        class ModelNew(torch.nn.Module):
+            def forward(self, x):
+                return my_kernel(x)
+
+        class ModelNew(ModelNew):
+            def forward(self, x):
+                return super().forward(x)
+    """
+    assert rules(stacked, require_kernel=True) == set()
+    laundered = """
+        from op import Model as Reference
+
+        class Middle(Reference):
+            pass
+
+        class ModelNew(Middle):
+            def forward(self, x):
+                return super().forward(x)
+    """
+    found = scan(textwrap.dedent(laundered), require_kernel=True)
+    assert {f.rule for f in found} == {"reference-fallback"}
+    sneaky = """
+        import op
+
+        class ModelNew(op.Model):
+            def forward(self, x):
+                return super().forward(x)
+    """
+    assert {f.line for f in scan(textwrap.dedent(sneaky), require_kernel=True)} >= {4, 6}

@@ -221,6 +221,8 @@ def _under(name: str, prefix: str) -> bool:
 class _Scanner(ast.NodeVisitor):
     def __init__(self, *, allow_tf32: bool, require_kernel: bool) -> None:
         self.allow_tf32, self.require_kernel = allow_tf32, require_kernel
+        self.class_bases: list[list[str]] = []  # the bases of each class being visited, innermost last
+        self.defined_classes: set[str] = set()  # classes this file has defined so far
         self.aliases: dict[str, str] = {}  # local name -> dotted name it was imported as
         self.findings: list[Finding] = []
         self.docstrings: set[int] = set()  # id() of docstring constants, which name things without using them
@@ -382,6 +384,7 @@ class _Scanner(ast.NodeVisitor):
             and isinstance(node.func.value, ast.Call)
             and isinstance(node.func.value.func, ast.Name)
             and node.func.value.func.id == "super"
+            and not self.in_own_subclass()
         ):
             self.add(
                 node,
@@ -401,7 +404,14 @@ class _Scanner(ast.NodeVisitor):
             )
         self.generic_visit(node)
 
+    def in_own_subclass(self) -> bool:
+        """Inside a class whose bases are all classes this file defined before (a wrapper stacked on the
+        candidate): super() reaches the candidate's own code, which is scanned too, not the reference."""
+        bases = self.class_bases[-1] if self.class_bases else []
+        return bool(bases) and all(b in self.defined_classes for b in bases)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.class_bases.append([self.dotted(b) or "" for b in node.bases])
         for base in node.bases:
             name = self.dotted(base) or ""
             if any(_under(name, b) for b in _TENSOR_BASES):
@@ -410,13 +420,15 @@ class _Scanner(ast.NodeVisitor):
                     "tensor-subclass",
                     f"class {node.name} subclasses {name}: the output must be a plain tensor computed now",
                 )
-            elif self.require_kernel and name == "Model":
+            elif self.require_kernel and (name == "Model" or name.endswith(".Model")):
                 self.add(
                     node,
                     "reference-fallback",
                     f"class {node.name} inherits the reference Model: a custom kernel is required",
                 )
         self.generic_visit(node)
+        self.class_bases.pop()
+        self.defined_classes.add(node.name)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name in _DISPATCH_HOOKS:
