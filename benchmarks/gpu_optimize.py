@@ -33,7 +33,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,12 @@ def optimize_row(
         )
         check = result.check
         row.update(
+            # samples, calls per sample, clocks: to tell a noisy baseline from a slow one afterwards
+            baseline_timing={
+                name: {k: v for k, v in asdict(ev.timing).items() if k not in ("mean_ms", "std_ms")}
+                for name, ev in (("eager", check.eager), ("compile", check.compiled))
+                if ev is not None and ev.timing is not None
+            },
             eager_ms=check.eager.timing.median_ms if check.eager.timing else None,
             compile_status=check.compiled.status if check.compiled else None,
             compile_ms=check.compiled.timing.median_ms if check.compiled and check.compiled.timing else None,

@@ -9,6 +9,7 @@
 # The optimize table of the third session (after the TF32-pin fix, stacking, problems 33-37), two calls:
 #   bash benchmarks/h200_session.sh table   # both GPUs: build the caches, then `timed` until the call's end
 #   bash benchmarks/h200_session.sh more    # both GPUs: `timed` for the operators no earlier call on this machine did
+#   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic (gpu_baselines.py)
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -99,6 +100,11 @@ table | more*)  # more, more2, ...: each call its own folder
     wait
     python3 benchmarks/gpu_optimize.py summarize --out "$out" --rows $done "$out"/gpu*/optimize_rows.jsonl \
         >"$out/summary.log" 2>&1
+    ;;
+diag)  # after `table` on the same machine: is the compile baseline stable? (benchmarks/gpu_baselines.py)
+    CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_baselines.py --out "$out/baselines" \
+        --only bias_gelu_clamp,08_layernorm,09_rmsnorm,26_batchnorm,16_relu --reps 3 --deadline-s 480 \
+        >"$out/baselines.log" 2>&1
     ;;
 call5)  # after fixing the job's TF32 pin and reduce-overhead's outputs: the matmul/conv operators, as time allows
     for g in 0 1; do

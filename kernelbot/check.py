@@ -57,6 +57,20 @@ class CheckReport:
         return data
 
 
+# Fresh sandboxes the torch.compile baseline is timed in, the fastest kept. On the H200 the same baseline came
+# out up to 2.6x apart between runs while eager agreed within 4% (benchmarks/results/2026-11-30-h200-x2-run3):
+# reward 3 must beat torch.compile at its best, not one slow draw of it, and the result is cached for good.
+COMPILE_RUNS = {"cuda": 2, "cpu": 1}
+
+
+def fastest(runs: list[Evaluation]) -> Evaluation:
+    """The run with the lowest median time; a failed run decides (a baseline that fails once is not trusted)."""
+    failed = [ev for ev in runs if not ev.ok or ev.timing is None]
+    if failed:
+        return failed[0]
+    return min(runs, key=lambda ev: ev.timing.median_ms if ev.timing else float("inf"))
+
+
 def settings_for(config: Config, cache_dir: Path | None) -> Settings:
     h = config.harness
     return Settings(
@@ -113,7 +127,9 @@ def check_operator(
         compiled = baselines.load(cache, spec_hash, "compile")
         if compiled is None:
             progress(f"{spec.name}: compiling and timing the torch.compile baseline (cached afterwards)")
-            compiled = evaluate(job, "compile", settings)
+            compiled = fastest(
+                [evaluate(job, "compile", settings) for _ in range(COMPILE_RUNS.get(device, 1))]
+            )
             baselines.store(cache, spec_hash, compiled)
 
     report = CheckReport(spec, fingerprint, reference, eager, compiled)

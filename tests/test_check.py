@@ -122,3 +122,17 @@ def test_compile_baseline_is_measured_once_then_cached(repo: Path) -> None:
     code, second = run_json(["check", "ops/lin.py", "--device", "cpu"], repo)
     assert second["baselines"]["compile"]["cached"] is True
     assert second["baselines"]["compile"]["timing"] == first["baselines"]["compile"]["timing"]
+
+
+def test_the_compile_baseline_is_the_fastest_of_its_runs_and_a_failed_run_decides() -> None:
+    from kernelbot.check import fastest
+    from kernelbot.harness.results import Evaluation, Timing
+
+    def run(ms: float | None, status: str = "ok") -> Evaluation:
+        timing = Timing.from_samples([ms] * 10, 1, "rse") if ms is not None else None
+        return Evaluation("compile", status, timing=timing)
+
+    slow, quick = run(0.22), run(0.085)
+    assert fastest([slow, quick]) is quick and fastest([quick, slow]) is quick
+    broken = run(None, "crashed")
+    assert fastest([quick, broken]) is broken  # a baseline that failed once is reported, not hidden
