@@ -119,6 +119,8 @@ def optimize_row(
         )
         fingerprint = collect(device)
         rules = load_rules()
+        phases: list[tuple[float, str]] = []  # (seconds since the start, what began): where the time went
+        row["phases"] = phases
         result = optimize_operator(
             spec,
             root,
@@ -127,6 +129,7 @@ def optimize_row(
             SearchAgent(rules),
             out_dir=out,
             rules_for_analysis=rewrites_for(rules),
+            progress=lambda msg: phases.append((round(time.monotonic() - started, 1), msg)),
         )
         check = result.check
         row.update(
