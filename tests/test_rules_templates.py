@@ -195,6 +195,19 @@ def test_cuda_graph_capture_only_for_launch_bound_cuda_operators(ops: Path, rule
     assert "torch.cuda.graph(" in source and ".clone()" in source
 
 
+def test_a_network_of_many_small_kernels_counts_as_launch_bound(ops: Path, rules: dict[str, Rule]) -> None:
+    # The analysis counts the kernels one forward launches (views launch none): conv, BN, ReLU here.
+    conv = _facts(ops, "conv_bn_relu")
+    assert conv["kernels"] == 3 and _facts(ops, "linear_relu")["kernels"] == 2
+    for rule_id in ("cuda-graph-capture", "compile-reduce-overhead"):
+        rule = rules[rule_id]
+        assert rule.matches(conv | {"eager_ms": 0.06}, "cuda", "kernelbench", NONE) is None  # 20 us a kernel
+        why = rule.matches(conv | {"eager_ms": 0.3}, "cuda", "kernelbench", NONE)  # 100 us a kernel
+        assert why is not None and "per kernel" in why, why
+        many = conv | {"eager_ms": 0.3, "kernels": 15}
+        assert rule.matches(many, "cuda", "kernelbench", NONE) is None, rule_id
+
+
 def test_cudnn_benchmark_only_for_convolutions_on_cuda(ops: Path, rules: dict[str, Rule]) -> None:
     rule = rules["cudnn-benchmark"]
     conv, linear = _facts(ops, "conv_bn_relu"), _facts(ops, "linear_relu")

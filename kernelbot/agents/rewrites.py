@@ -181,6 +181,7 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
             else:
                 continue
             for scale in reversed(scales):  # innermost first: c·sum(y) = sum(c·y), sum(y)/c = sum(y/c)
+                assert callable(scale.target)  # a call_function node (_is_scalar_scale)
                 new = gm.graph.call_function(
                     scale.target, tuple(new if isinstance(a, fx.Node) else a for a in scale.args)
                 )

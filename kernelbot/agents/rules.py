@@ -27,7 +27,10 @@ class Match(_Strict):
     modules_all: list[str] = []  # module class names (Conv2d, BatchNorm2d, ...) that must all be present
     modules_any: list[str] = []
     dtypes: list[str] = []  # input floating dtypes allowed; empty means any
-    max_eager_ms: float | None = None  # only launch-bound operators (eager time at most this)
+    # Launch-bound operators only: eager time at most max_eager_ms, or at most max_ms_per_kernel for each
+    # kernel one forward launches (a network of many small kernels); either suffices where both are set.
+    max_eager_ms: float | None = None
+    max_ms_per_kernel: float | None = None
     min_eager_ms: float | None = None
     traceable: bool = False  # needs a torch.fx trace of forward
     rewrite_applies: bool = False  # the rewrite named in `produces` must find its pattern (dry run)
@@ -83,10 +86,7 @@ class Rule(_Strict):
                 f"needs one of modules {m.modules_any}",
             ),
             (not m.dtypes or set(facts.get("input_dtypes", [])) <= set(m.dtypes), f"needs dtypes {m.dtypes}"),
-            (
-                m.max_eager_ms is None or facts.get("eager_ms", 1e9) <= m.max_eager_ms,
-                f"not launch-bound (> {m.max_eager_ms} ms)",
-            ),
+            (_launch_bound(m, facts), _launch_bound_why(m)),
             (
                 m.min_eager_ms is None or facts.get("eager_ms", 0) >= m.min_eager_ms,
                 f"too short (< {m.min_eager_ms} ms)",
@@ -109,6 +109,23 @@ class Rule(_Strict):
             applied = facts.get("rewrites", {}).get(rewrite, {}).get("applied", False)
             checks.append((applied, "pattern not found in the graph"))
         return next((why for ok, why in checks if not ok), None)
+
+
+def _launch_bound(m: Match, facts: dict[str, Any]) -> bool:
+    if m.max_eager_ms is None and m.max_ms_per_kernel is None:
+        return True
+    eager, kernels = facts.get("eager_ms"), facts.get("kernels")
+    if eager is None:
+        return False
+    short = m.max_eager_ms is not None and eager <= m.max_eager_ms
+    many_small = m.max_ms_per_kernel is not None and bool(kernels) and eager / kernels <= m.max_ms_per_kernel
+    return short or many_small
+
+
+def _launch_bound_why(m: Match) -> str:
+    limits = [f"> {m.max_eager_ms} ms"] if m.max_eager_ms is not None else []
+    limits += [f"> {m.max_ms_per_kernel} ms per kernel"] if m.max_ms_per_kernel is not None else []
+    return f"not launch-bound ({', '.join(limits)})"
 
 
 def load_rules(directory: Path = RULES_DIR) -> list[Rule]:

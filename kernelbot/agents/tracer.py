@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import fx
 from torch.fx.passes.shape_prop import ShapeProp
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import kernelbot.agents.rewrites_conv  # noqa: F401  (registers conv_bn_fold)
 from kernelbot.agents import epilogue
@@ -83,6 +84,31 @@ def pointwise_tail(gm: fx.GraphModule) -> int:
     return count
 
 
+ALLOCATIONS = {"empty", "empty_like", "empty_strided"}  # memory only: no kernel
+
+
+class _CountKernels(TorchDispatchMode):
+    """Counts the ATen ops one forward dispatches, less views and bare allocations: about its kernel launches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += not func.is_view and func.overloadpacket.__name__ not in ALLOCATIONS
+        return func(*args, **(kwargs or {}))
+
+
+def kernel_count(model: Any, inputs: list[Any]) -> int | None:
+    """Launches per forward, from one eager call (graph or no graph): eager time over it says launch-bound."""
+    try:
+        with torch.no_grad(), _CountKernels() as counter:
+            model(*inputs)
+    except Exception:
+        return None
+    return counter.count
+
+
 def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     op = Operator(job)
     inputs = op.cases[0].make(0)
@@ -104,6 +130,7 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
         "pointwise_tail": 0,
     }
     model = op.reference
+    facts["kernels"] = kernel_count(model, inputs)
     if isinstance(model, torch.nn.Module):
         facts["modules"] = sorted({type(m).__name__ for m in model.modules()} - {"Model"})
     try:
