@@ -70,6 +70,22 @@ def to_device(values: Sequence[Any], device: str) -> list[Any]:
     return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def make_inputs(factory: Callable[[], Any], seed: int, device: str) -> list[Any]:
+    """The factory's inputs for this seed, on the device. Made there directly (torch's default device), since
+    KernelBench factories build CPU tensors and a single-threaded CPU randn of a 512 MiB input takes about
+    a second, several times per sandbox; a factory that cannot run so (it calls .numpy(), say) runs on the
+    CPU, every time, so a seed still means the same inputs everywhere."""
+    if device != "cpu":
+        try:
+            seed_all(seed)
+            with torch.device(device):
+                return to_device(list(factory()), device)
+        except Exception:
+            pass
+    seed_all(seed)
+    return to_device(list(factory()), device)
+
+
 def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
@@ -111,8 +127,7 @@ class Operator:
         get_inputs = module.get_inputs
 
         def make(seed: int) -> list[Any]:
-            seed_all(seed)
-            return to_device(list(get_inputs()), self.device)
+            return make_inputs(get_inputs, seed, self.device)
 
         self.cases = [Case("default", make)]
         self.operator = self.reference
@@ -158,8 +173,7 @@ class Operator:
                     kwargs["device"] = self.device
 
                 def make(seed: int, kwargs: dict[str, Any] = kwargs) -> list[Any]:
-                    seed_all(seed)
-                    return to_device(list(factory(**kwargs)), self.device)
+                    return make_inputs(lambda: factory(**kwargs), seed, self.device)
 
                 label = f"shape={list(shape) if shape else 'default'} dtype={dtype_name}"
                 self.cases.append(Case(label, make))
