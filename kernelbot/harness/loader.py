@@ -71,10 +71,10 @@ def to_device(values: Sequence[Any], device: str) -> list[Any]:
 
 
 def make_inputs(factory: Callable[[], Any], seed: int, device: str) -> list[Any]:
-    """The factory's inputs for this seed, on the device. Made there directly (torch's default device), since
-    KernelBench factories build CPU tensors and a single-threaded CPU randn of a 512 MiB input takes about
-    a second, several times per sandbox; a factory that cannot run so (it calls .numpy(), say) runs on the
-    CPU, every time, so a seed still means the same inputs everywhere."""
+    """The factory's inputs for this seed, on the device. Made there directly (torch's default device):
+    KernelBench factories build CPU tensors, and a CPU randn of a 512 MiB input takes 0.7 s (one thread,
+    measured on the CI machine), several times per sandbox. A factory that cannot run so (it calls .numpy(),
+    say) runs on the CPU, every time, so a seed still means the same inputs on that device."""
     if device != "cpu":
         try:
             seed_all(seed)
