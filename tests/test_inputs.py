@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kernelbot.harness.loader import make_inputs
@@ -32,3 +33,16 @@ def test_a_factory_that_needs_the_cpu_falls_back_to_it_with_the_same_seed() -> N
     (cpu,) = make_inputs(factory, 3, "cpu")
     torch.manual_seed(3)
     assert torch.equal(cpu, torch.randn(5))  # re-seeded before the CPU attempt
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_inputs_are_born_there_and_repeat_per_seed() -> None:
+    seen: list[str] = []
+
+    def factory() -> list[torch.Tensor]:
+        seen.append(torch.empty(0).device.type)
+        return [torch.randn(1024, 1024)]
+
+    first, again = (make_inputs(factory, 11, "cuda")[0] for _ in range(2))
+    assert seen == ["cuda", "cuda"] and first.is_cuda and torch.equal(first, again)
