@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,15 +125,52 @@ def test_compile_baseline_is_measured_once_then_cached(repo: Path) -> None:
     assert second["baselines"]["compile"]["timing"] == first["baselines"]["compile"]["timing"]
 
 
-def test_the_compile_baseline_is_the_fastest_of_its_runs_and_a_failed_run_decides() -> None:
-    from kernelbot.check import fastest
+def _run(ms: float | None, status: str = "ok", subject: str = "compile") -> Any:
     from kernelbot.harness.results import Evaluation, Timing
 
-    def run(ms: float | None, status: str = "ok") -> Evaluation:
-        timing = Timing.from_samples([ms] * 10, 1, "rse") if ms is not None else None
-        return Evaluation("compile", status, timing=timing)
+    timing = Timing.from_samples([ms, ms * 1.01] * 5, 1, "rse") if ms is not None else None
+    return Evaluation(subject, status, timing=timing)
 
-    slow, quick = run(0.22), run(0.085)
+
+def test_the_compile_baseline_is_the_fastest_of_its_runs_and_a_failed_run_decides() -> None:
+    from kernelbot.check import fastest
+
+    slow, quick = _run(0.22), _run(0.085)
     assert fastest([slow, quick]) is quick and fastest([quick, slow]) is quick
-    broken = run(None, "crashed")
+    broken = _run(None, "crashed")
     assert fastest([quick, broken]) is broken  # a baseline that failed once is reported, not hidden
+
+
+@pytest.mark.parametrize(
+    ("draws", "kept", "runs"), [([0.22, 0.085], 0.085, 2), ([None, 0.085], None, 1)], ids=["faster", "failed"]
+)
+def test_check_operator_times_the_compile_baseline_in_several_sandboxes_and_caches_the_fastest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, draws: list[float | None], kept: float | None, runs: int
+) -> None:
+    import kernelbot.check as check
+    from kernelbot.config import load_config
+    from kernelbot.fingerprint import collect
+    from kernelbot.spec import kernelbench_spec
+
+    repo = write_repo(tmp_path / "repo", {"ops/linear_relu.py": LINEAR_RELU})
+    monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(check.COMPILE_RUNS, "cpu", 2)
+    compile_draws = iter(draws)
+    subjects: list[str] = []
+
+    def fake_evaluate(job: dict, subject: str, settings: Any, **_: Any) -> Any:
+        subjects.append(subject)
+        if subject == "compile":
+            ms = next(compile_draws)
+            return _run(ms, "ok" if ms is not None else "crashed")
+        return _run(0.1, subject=subject)
+
+    monkeypatch.setattr(check, "evaluate", fake_evaluate)
+    spec, config = kernelbench_spec("ops/linear_relu.py"), load_config(repo)
+    report = check.check_operator(spec, repo, config, collect("cpu"))
+    assert subjects.count("compile") == runs
+    assert report.compiled is not None
+    assert (report.compiled.timing.median_ms if report.compiled.timing else None) == pytest.approx(kept, rel=0.01)
+    cached = check.check_operator(spec, repo, config, collect("cpu"))  # the kept one is what the cache holds
+    assert subjects.count("compile") == runs and cached.compiled is not None
+    assert cached.compiled.status == report.compiled.status
