@@ -9,7 +9,7 @@
 # The optimize table of the third session (after the TF32-pin fix, stacking, problems 33-37), two calls:
 #   bash benchmarks/h200_session.sh table   # both GPUs: build the caches, then `timed` until the call's end
 #   bash benchmarks/h200_session.sh more    # both GPUs: `timed` for the operators no earlier call on this machine did
-#   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic (gpu_baselines.py)
+#   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -101,10 +101,15 @@ table | more*)  # more, more2, ...: each call its own folder
     python3 benchmarks/gpu_optimize.py summarize --out "$out" --rows $done "$out"/gpu*/optimize_rows.jsonl \
         >"$out/summary.log" 2>&1
     ;;
-diag)  # after `table` on the same machine: is the compile baseline stable? (benchmarks/gpu_baselines.py)
-    CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_baselines.py --out "$out/baselines" \
+diag)  # after `table` on the same machine. GPU 0: is the compile baseline stable? (gpu_baselines.py);
+    # GPU 1 meanwhile: `timed` for the operators no earlier call on this machine finished, in order.
+    done=$(ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/")
+    (CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_baselines.py --out "$out/baselines" \
         --only bias_gelu_clamp,08_layernorm,09_rmsnorm,26_batchnorm,16_relu --reps 3 --deadline-s 480 \
-        >"$out/baselines.log" 2>&1
+        >"$out/baselines.log" 2>&1) &
+    (CUDA_VISIBLE_DEVICES=1 taskset -c 16-31 python3 benchmarks/gpu_optimize.py timed --out "$out/gpu1" \
+        --deadline-s $((${CALL_S:-555} - SECONDS)) --time-per-op 90 --done $done >"$out/timed1.log" 2>&1) &
+    wait
     ;;
 call5)  # after fixing the job's TF32 pin and reduce-overhead's outputs: the matmul/conv operators, as time allows
     for g in 0 1; do
