@@ -170,7 +170,9 @@ def test_check_operator_times_the_compile_baseline_in_several_sandboxes_and_cach
     report = check.check_operator(spec, repo, config, collect("cpu"))
     assert subjects.count("compile") == runs
     assert report.compiled is not None
-    assert (report.compiled.timing.median_ms if report.compiled.timing else None) == pytest.approx(kept, rel=0.01)
+    assert (report.compiled.timing.median_ms if report.compiled.timing else None) == pytest.approx(
+        kept, rel=0.01
+    )
     cached = check.check_operator(spec, repo, config, collect("cpu"))  # the kept one is what the cache holds
     assert subjects.count("compile") == runs and cached.compiled is not None
     assert cached.compiled.status == report.compiled.status

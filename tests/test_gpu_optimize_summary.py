@@ -1,0 +1,70 @@
+"""benchmarks/gpu_optimize.py's table: the shares, geometric means and levels behind the published H200 figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from benchmarks.gpu_optimize import best_of, level_of, summarize, targets
+
+
+def cand(origin: str, precision: str, reward: int, vs_eager: float, vs_compile: float) -> dict[str, Any]:
+    return {
+        "origin": origin,
+        "precision": precision,
+        "status": "ok" if reward > 0 else "incorrect",
+        "reward": reward,
+        "speedup_vs_eager": vs_eager,
+        "speedup_vs_compile": vs_compile,
+        "median_ms": 1.0 / vs_eager if vs_eager else None,
+        "max_abs_err": 0.0,
+        "reason": "",
+    }
+
+
+def test_the_best_suggestion_respects_the_policy_and_the_reward() -> None:
+    row = {
+        "candidates": [
+            cand("tf32-matmul", "tf32", 3, 3.0, 3.5),
+            cand("compile-max-autotune", "exact", 2, 1.2, 0.9),
+            cand("cuda-graph-capture", "exact", 1, 1.01, 0.8),
+            cand("bf16-autocast", "bf16", -1, 0.0, 0.0),
+        ]
+    }
+    assert best_of(row, allow_tf32=True)["origin"] == "tf32-matmul"  # type: ignore[index]
+    assert best_of(row, allow_tf32=False)["origin"] == "compile-max-autotune"  # type: ignore[index]
+    assert best_of({"candidates": [row["candidates"][2]]}, allow_tf32=True) is None  # reward 1: no suggestion
+
+
+def test_problem_levels_come_from_the_docstring() -> None:
+    labels = {t.label: t.level for t in targets()}
+    assert labels["problems/01_square_matmul"] == 1 and labels["problems/29_matmul_divide_mean"] == 2
+    assert labels["problems/35_tiny_cnn"] == 3 and labels["examples/ops/rowmean_linear"] == 0
+    assert level_of(Path(__file__)) == 1  # no "Level N:" opening: a single operator
+
+
+def test_summary_counts_shares_and_geometric_means(tmp_path: Path) -> None:
+    rows = [
+        {"label": "problems/29_matmul_divide_mean", "group": "problem", "eager_ms": 0.8, "compile_ms": 0.8,
+         "candidates": [cand("reduce-before-matmul", "exact", 3, 4.0, 4.0)], "wall_s": 1.0},
+        {"label": "problems/01_square_matmul", "group": "problem", "eager_ms": 1.3, "compile_ms": 1.3,
+         "candidates": [cand("tf32-matmul", "tf32", 3, 9.0, 9.0)], "wall_s": 1.0},
+        {"label": "problems/16_relu", "group": "problem", "eager_ms": 0.26, "compile_ms": 0.52,
+         "candidates": [cand("compile-max-autotune", "exact", 1, 1.0, 2.0)], "wall_s": 1.0},
+    ]  # fmt: skip
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = summarize([path], tmp_path / "out")
+    exact, tf32 = result["summaries"]["default float32 (no TF32)"], result["summaries"]["TF32 allowed"]
+    assert (exact["operators"], exact["reward_ge2"], exact["reward_3"]) == (3, 1, 1)
+    assert (tf32["reward_ge2"], tf32["reward_3"]) == (2, 2)
+    # No suggestion: the user keeps eager (1.0x), which against compile is eager's own ratio (2.0 for relu).
+    assert math.isclose(exact["geomean_vs_eager"], (4.0 * 1.0 * 1.0) ** (1 / 3))
+    assert math.isclose(exact["geomean_vs_compile"], (4.0 * 1.0 * 2.0) ** (1 / 3))
+    assert exact["winning_rules"] == {"reduce-before-matmul": 1}
+    level2 = result["summaries"]["problems, level 2, no TF32"]
+    assert (level2["operators"], level2["reward_3"]) == (1, 1)
+    assert "examples/ops/rowmean_linear" in result["missing"]
+    assert (tmp_path / "out" / "optimize_results.md").read_text().count("| problems/") == 3
