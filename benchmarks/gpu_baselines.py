@@ -36,6 +36,7 @@ from benchmarks.gpu_optimize import (  # noqa: E402
     Target,
     config_for,
     md_table,
+    resolve,
     targets,
 )
 from kernelbot import baselines  # noqa: E402
@@ -44,7 +45,6 @@ from kernelbot.check import settings_for  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
 from kernelbot.harness.evaluate import evaluate  # noqa: E402
 from kernelbot.render import render  # noqa: E402
-from kernelbot.spec import resolve_operator  # noqa: E402
 
 CONDITIONS = ("warm", "retune", "fresh")
 SUBJECTS = ("eager", "compile", "compile-forward")
@@ -66,7 +66,7 @@ def _forward_candidate(t: Target, out: Path) -> Path:
 
 def measure(t: Target, cache: Path, reps: int, device: str, out: Path) -> dict[str, list[float | str]]:
     config = config_for(t, TIMED, 60.0)
-    spec, root = resolve_operator(str(t.root / t.target), t.root, config)
+    spec, root = resolve(t, config)
     job, settings = spec.job(root, device), settings_for(config, cache)
     candidate = str(_forward_candidate(t, out))
     found: dict[str, list[float | str]] = {s: [] for s in SUBJECTS}

@@ -48,7 +48,7 @@ from kernelbot.agents.search import SearchAgent  # noqa: E402
 from kernelbot.config import Config, HarnessSettings, PrecisionPolicy, load_config  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
 from kernelbot.optimize import optimize_operator  # noqa: E402
-from kernelbot.spec import is_kernelbench_source, resolve_operator  # noqa: E402
+from kernelbot.spec import OperatorSpec, is_kernelbench_source, resolve_operator  # noqa: E402
 
 EXAMPLES = REPO / "examples"
 PROBLEMS = REPO / "benchmarks" / "problems"
@@ -106,6 +106,11 @@ def config_for(t: Target, harness: HarnessSettings, time_s: float) -> Config:
     return base.model_copy(update={"precision": POLICY, "harness": harness, "agent": agent})
 
 
+def resolve(t: Target, config: Config) -> tuple[OperatorSpec, Path]:
+    """The operator as `kernelbot optimize TARGET` resolves it: a file path, or a name declared in the config."""
+    return resolve_operator(str(t.root / t.target) if t.target.endswith(".py") else t.target, t.root, config)
+
+
 def optimize_row(
     t: Target, harness: HarnessSettings, time_s: float, out: Path, device: str
 ) -> dict[str, Any]:
@@ -114,9 +119,7 @@ def optimize_row(
     row: dict[str, Any] = {"label": t.label, "group": t.group}
     try:
         config = config_for(t, harness, time_s)
-        spec, root = resolve_operator(
-            str(t.root / t.target) if t.target.endswith(".py") else t.target, t.root, config
-        )
+        spec, root = resolve(t, config)
         fingerprint = collect(device)
         rules = load_rules()
         phases: list[tuple[float, str]] = []  # (seconds since the start, what began): where the time went

@@ -30,6 +30,10 @@ kill_sandboxes_on() {  # sandboxes run in their own sessions: end those a killed
     done
 }
 
+rows_of_earlier_calls() {  # the optimize rows earlier calls on this (still warm) machine wrote
+    ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/"
+}
+
 case $stage in
 call1)
     (CUDA_VISIBLE_DEVICES=0 taskset -c 0-5 python3 benchmarks/gpu_review.py --out "$out/review" --trials 20 \
@@ -79,7 +83,7 @@ warm)  # caches only, on both GPUs (for a session that re-runs just the optimize
     ;;
 table | more*)  # more, more2, ...: each call its own folder
     # Operators an earlier call on this (still warm) machine finished are skipped; a fresh machine warms first.
-    done=$(ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/")
+    done=$(rows_of_earlier_calls)
     if [ "$stage" = table ] || [ ! -d "$KERNELBOT_CACHE_DIR" ]; then
         for g in 0 1; do
             (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16))-$((g * 16 + 15)) \
@@ -103,7 +107,7 @@ table | more*)  # more, more2, ...: each call its own folder
     ;;
 diag)  # after `table` on the same machine. GPU 0: is the compile baseline stable? (gpu_baselines.py);
     # GPU 1 meanwhile: `timed` for the operators no earlier call on this machine finished, in order.
-    done=$(ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/")
+    done=$(rows_of_earlier_calls)
     (CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_baselines.py --out "$out/baselines" \
         --only bias_gelu_clamp,08_layernorm,09_rmsnorm,26_batchnorm,16_relu --reps 3 --deadline-s 480 \
         >"$out/baselines.log" 2>&1) &

@@ -35,9 +35,9 @@ def _stack(problem: str, base_rule: str, wrapper: str) -> tuple[dict, str]:
     facts = analyze(job, ["conv_bn_fold"]) | {"eager_ms": 0.05}
     task = Task(spec, PROBLEMS, "cuda", (PROBLEMS / problem).read_text(), PrecisionPolicy(), facts)
     agent = SearchAgent(list(rules.values()))
-    base = agent._build(rules[base_rule], task)
+    base = agent.build(rules[base_rule], task)
     assert base is not None
-    stacked = agent._build(rules[wrapper], task, on=Proposal(base, origin=base_rule, description=""))
+    stacked = agent.build(rules[wrapper], task, on=Proposal(base, origin=base_rule, description=""))
     assert stacked is not None
     return job, stacked
 

@@ -407,10 +407,21 @@ def test_only_a_tf32_candidate_may_switch_tf32_on(ops: Path) -> None:
     assert relaxed["atol"] == relaxed["rtol"] == 1e-2
 
 
-def _stacked(rule: Rule, base_source: str) -> str:
+def _stacked(rule: Rule, ops: Path, name: str, base_rule: Rule, base_source: str) -> str:
     """The search agent's stack: the wrapper rule's template subclassing the earlier candidate's ModelNew."""
-    context = {"rule": rule, "params": rule.produces.params, "operator_source": base_source, "facts": {}}
-    return render(f"kernels/{rule.produces.template}", base="ModelNew", device="cpu", **context)
+    from kernelbot.agents.base import Proposal, Task
+    from kernelbot.agents.search import SearchAgent
+    from kernelbot.config import PrecisionPolicy
+    from kernelbot.spec import kernelbench_spec
+
+    task = Task(
+        kernelbench_spec(f"{name}.py"), ops, "cpu", (ops / f"{name}.py").read_text(), PrecisionPolicy(), {}
+    )
+    source = SearchAgent([rule]).build(
+        rule, task, on=Proposal(base_source, origin=base_rule.id, description="")
+    )
+    assert source is not None
+    return source
 
 
 def test_conv_bn_fold_under_a_stacked_compile_folds_eagerly_and_runs_on_cpu(
@@ -420,7 +431,7 @@ def test_conv_bn_fold_under_a_stacked_compile_folds_eagerly_and_runs_on_cpu(
     # cached weights were overwritten by the next replay. The fold now always runs eagerly (a graph break).
     fold = _render(rules["conv-bn-fold"], ops, "conv_bn_relu", _facts(ops, "conv_bn_relu"), "cpu")
     assert "@torch.compiler.disable\ndef _folded(" in fold
-    source = _stacked(rules["compile-reduce-overhead"], fold)
+    source = _stacked(rules["compile-reduce-overhead"], ops, "conv_bn_relu", rules["conv-bn-fold"], fold)
     ast.parse(source)
     assert source.count("class ModelNew(ModelNew):") == 1
     ev = _evaluate(rules["compile-reduce-overhead"], ops, "conv_bn_relu", source)
@@ -431,9 +442,9 @@ def test_a_compile_mode_stacked_on_the_fused_epilogue_passes_the_kernel_check(
     ops: Path, rules: dict[str, Rule]
 ) -> None:
     # Its super().forward is the kernel candidate's, and the CuPy launch is kept out of the compiled graph.
-    facts = _facts(ops, "linear_gelu_scale_clamp")
-    kernel = _render(rules["fused-elementwise-epilogue"], ops, "linear_gelu_scale_clamp", facts, "cuda")
+    name = "linear_gelu_scale_clamp"
+    kernel = _render(rules["fused-elementwise-epilogue"], ops, name, _facts(ops, name), "cuda")
     assert "@torch.compiler.disable\ndef _launch(" in kernel
     for wrapper in ("compile-max-autotune", "tf32-matmul"):
-        source = _stacked(rules[wrapper], kernel)
+        source = _stacked(rules[wrapper], ops, name, rules["fused-elementwise-epilogue"], kernel)
         assert scan(source, allow_tf32=True, require_kernel=True) == [], wrapper

@@ -30,7 +30,7 @@ class SearchAgent:
             if why is not None:
                 self.skipped[rule.id] = why
                 continue
-            source = self._build(rule, task)
+            source = self.build(rule, task)
             if source is None:
                 continue
             self._matched.append(rule)
@@ -78,7 +78,7 @@ class SearchAgent:
                 precision = _combined(base.proposal.precision, rule.precision)
                 if precision is None:
                     continue
-                source = self._build(rule, task, on=base.proposal)
+                source = self.build(rule, task, on=base.proposal)
                 if source is None:
                     continue
                 made.add(parts)
@@ -94,7 +94,8 @@ class SearchAgent:
                 )
         return out
 
-    def _build(self, rule: Rule, task: Task, on: Proposal | None = None) -> str | None:
+    def build(self, rule: Rule, task: Task, on: Proposal | None = None) -> str | None:
+        """The candidate source the rule makes for the task, or stacked on the earlier candidate `on`."""
         context: dict[str, Any] = {
             "rule": rule,
             "params": rule.produces.params,
