@@ -207,7 +207,7 @@ def timed(
         }
         with rows_path.open("a") as fh:
             fh.write(json.dumps(row, default=str) + "\n")
-        best = best_of(row, allow_tf32=True)
+        best = best_of(row, POLICIES["TF32 allowed"])
         log.line(
             f"{t.label}: {row['wall_s']} s, {len(row.get('candidates', []))} candidates, best "
             + (f"{best['origin']} r{best['reward']} {best['speedup_vs_eager']:.2f}x" if best else "none")
@@ -216,9 +216,21 @@ def timed(
 
 
 # -- the table ------------------------------------------------------------------------------------
-def best_of(row: dict[str, Any], *, allow_tf32: bool) -> dict[str, Any] | None:
+# The policies the table reports, by the candidate precisions each allows: the default float32 policy allows the
+# 3xTF32 emulation (float32 accuracy, checked at the float32 tolerance); allow_tf32x3: false leaves IEEE only.
+POLICIES: dict[str, tuple[str, ...]] = {
+    "default float32 (no TF32; 3xTF32 on)": ("exact", "tf32x3"),
+    "float32, IEEE products only (3xTF32 off)": ("exact",),
+    "TF32 allowed": ("exact", "tf32x3", "tf32"),
+}
+SHORT = {
+    "default float32 (no TF32; 3xTF32 on)": "no TF32",
+    "float32, IEEE products only (3xTF32 off)": "IEEE only",
+}
+
+
+def best_of(row: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any] | None:
     """The candidate kernelbot would suggest under the policy: reward 2 or 3, best reward then speedup."""
-    allowed = ("exact", "tf32") if allow_tf32 else ("exact",)
     ok = [c for c in row.get("candidates", []) if c["precision"] in allowed and c["reward"] >= 2]
     return max(ok, key=lambda c: (c["reward"], c["speedup_vs_eager"] or 0.0), default=None)
 
@@ -227,9 +239,9 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def policy_summary(rows: list[dict[str, Any]], allow_tf32: bool) -> dict[str, Any]:
+def policy_summary(rows: list[dict[str, Any]], allowed: tuple[str, ...]) -> dict[str, Any]:
     measured = [r for r in rows if "error" not in r and r.get("eager_ms")]
-    wins = {r["label"]: best_of(r, allow_tf32=allow_tf32) for r in measured}
+    wins = {r["label"]: best_of(r, allowed) for r in measured}
     delivered_eager, delivered_compile = [], []
     for r in measured:
         b = wins[r["label"]]
@@ -262,7 +274,9 @@ def operator_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
         if "error" in r:
             table.append([r["label"], "-", "-", "-", "-", f"error: {r['error'][:80]}", "-", "-"])
             continue
-        exact, tf32 = best_of(r, allow_tf32=False), best_of(r, allow_tf32=True)
+        default, tf32 = (
+            best_of(r, POLICIES[name]) for name in ("default float32 (no TF32; 3xTF32 on)", "TF32 allowed")
+        )
         tried = ", ".join(
             f"{c['origin']}:{c['status'] if c['status'] != 'ok' else c['reward']}"
             for c in r.get("candidates", [])
@@ -280,7 +294,7 @@ def operator_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
                 r["label"],
                 _ms(r.get("eager_ms")),
                 _ms(r.get("compile_ms")),
-                cell(exact),
+                cell(default),
                 cell(tf32),
                 tried or "no rule matched",
                 str(r["wall_s"]),
@@ -294,7 +308,7 @@ HEADER = [
     "operator",
     "eager ms",
     "compile ms",
-    "best, no TF32 (vs eager / vs compile)",
+    "best, no TF32 (3xTF32 on; vs eager / vs compile)",
     "best, TF32 allowed",
     "candidates (rule:reward or status)",
     "wall s",
@@ -349,18 +363,15 @@ def summarize(files: list[Path], out: Path) -> dict[str, Any]:
                 rows[row["label"]] = row  # a later shard's row of the same operator wins
     ordered = [rows[t.label] for t in targets() if t.label in rows]
     missing = [t.label for t in targets() if t.label not in rows]
-    summaries = {
-        "default float32 (no TF32)": policy_summary(ordered, allow_tf32=False),
-        "TF32 allowed": policy_summary(ordered, allow_tf32=True),
-    }
+    summaries = {name: policy_summary(ordered, allowed) for name, allowed in POLICIES.items()}
     levels = {t.label: t.level for t in targets()}
     parts = {"examples only": [r for r in ordered if r["group"] == "example"]}
     parts["problems only"] = [r for r in ordered if r["group"] == "problem"]
     for level in sorted({levels[r["label"]] for r in parts["problems only"]}):
         parts[f"problems, level {level}"] = [r for r in parts["problems only"] if levels[r["label"]] == level]
     for name, part in parts.items():
-        summaries[f"{name}, no TF32"] = policy_summary(part, allow_tf32=False)
-        summaries[f"{name}, TF32 allowed"] = policy_summary(part, allow_tf32=True)
+        for policy, allowed in POLICIES.items():
+            summaries[f"{name}, {SHORT.get(policy, policy)}"] = policy_summary(part, allowed)
     envs = {json.dumps(r.get("env"), sort_keys=True) for r in ordered if r.get("env")}
     env_list: list[dict[str, Any]] = [json.loads(e) for e in envs]
     result = {"summaries": summaries, "rows": ordered, "missing": missing, "env": env_list}

@@ -10,6 +10,8 @@
 #   bash benchmarks/h200_session.sh table   # both GPUs: build the caches, then `timed` until the call's end
 #   bash benchmarks/h200_session.sh more    # both GPUs: `timed` for the operators no earlier call on this machine did
 #   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
+# The fourth session (tf32x3, compile baseline timed twice): the GPU tests beside the warm stage, then the table:
+#   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" bash ... table; more; more2
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -85,8 +87,14 @@ table | more*)  # more, more2, ...: each call its own folder
     # Operators an earlier call on this (still warm) machine finished are skipped; a fresh machine warms first.
     done=$(rows_of_earlier_calls)
     if [ "$stage" = table ] || [ ! -d "$KERNELBOT_CACHE_DIR" ]; then
+        first_core=0
+        if [ -n "${GPU_TESTS:-}" ]; then # on GPU 0 with 4 cores of its own, while the caches build
+            first_core=4
+            (CUDA_VISIBLE_DEVICES=0 timeout -k 5 "${WARM_S:-240}" taskset -c 0-3 python3 -m pytest -o addopts= -m gpu -q -rA \
+                -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1) &
+        fi
         for g in 0 1; do
-            (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16))-$((g * 16 + 15)) \
+            (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16 + first_core * (1 - g)))-$((g * 16 + 15)) \
                 python3 benchmarks/gpu_optimize.py warm --shard "$g/2" --out "$out/warm$g" --workers 21 \
                 --cap-s 200 --done $done >"$out/warm$g.log" 2>&1) &
         done

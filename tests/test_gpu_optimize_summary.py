@@ -7,7 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gpu_optimize import best_of, level_of, summarize, targets
+from benchmarks.gpu_optimize import POLICIES, best_of, level_of, summarize, targets
+
+DEFAULT, IEEE, TF32 = POLICIES  # the table's three policies, strictest last but one
 
 
 def cand(origin: str, precision: str, reward: int, vs_eager: float, vs_compile: float) -> dict[str, Any]:
@@ -28,14 +30,16 @@ def test_the_best_suggestion_respects_the_policy_and_the_reward() -> None:
     row = {
         "candidates": [
             cand("tf32-matmul", "tf32", 3, 3.0, 3.5),
+            cand("tf32x3-matmul", "tf32x3", 3, 1.8, 2.0),
             cand("compile-max-autotune", "exact", 2, 1.2, 0.9),
             cand("cuda-graph-capture", "exact", 1, 1.01, 0.8),
             cand("bf16-autocast", "bf16", -1, 0.0, 0.0),
         ]
     }
-    assert best_of(row, allow_tf32=True)["origin"] == "tf32-matmul"  # type: ignore[index]
-    assert best_of(row, allow_tf32=False)["origin"] == "compile-max-autotune"  # type: ignore[index]
-    assert best_of({"candidates": [row["candidates"][2]]}, allow_tf32=True) is None  # reward 1: no suggestion
+    assert best_of(row, POLICIES[TF32])["origin"] == "tf32-matmul"  # type: ignore[index]
+    assert best_of(row, POLICIES[DEFAULT])["origin"] == "tf32x3-matmul"  # type: ignore[index]
+    assert best_of(row, POLICIES[IEEE])["origin"] == "compile-max-autotune"  # type: ignore[index]
+    assert best_of({"candidates": [row["candidates"][3]]}, POLICIES[TF32]) is None  # reward 1: no suggestion
 
 
 def test_problem_levels_come_from_the_docstring() -> None:
@@ -50,21 +54,24 @@ def test_summary_counts_shares_and_geometric_means(tmp_path: Path) -> None:
         {"label": "problems/29_matmul_divide_mean", "group": "problem", "eager_ms": 0.8, "compile_ms": 0.8,
          "candidates": [cand("reduce-before-matmul", "exact", 3, 4.0, 4.0)], "wall_s": 1.0},
         {"label": "problems/01_square_matmul", "group": "problem", "eager_ms": 1.3, "compile_ms": 1.3,
-         "candidates": [cand("tf32-matmul", "tf32", 3, 9.0, 9.0)], "wall_s": 1.0},
+         "candidates": [cand("tf32-matmul", "tf32", 3, 9.0, 9.0), cand("tf32x3-matmul", "tf32x3", 2, 2.0, 1.02)],
+         "wall_s": 1.0},
         {"label": "problems/16_relu", "group": "problem", "eager_ms": 0.26, "compile_ms": 0.52,
          "candidates": [cand("compile-max-autotune", "exact", 1, 1.0, 2.0)], "wall_s": 1.0},
     ]  # fmt: skip
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = summarize([path], tmp_path / "out")
-    exact, tf32 = result["summaries"]["default float32 (no TF32)"], result["summaries"]["TF32 allowed"]
+    default, exact, tf32 = (result["summaries"][name] for name in (DEFAULT, IEEE, TF32))
     assert (exact["operators"], exact["reward_ge2"], exact["reward_3"]) == (3, 1, 1)
+    assert (default["reward_ge2"], default["reward_3"]) == (2, 1)
+    assert default["winning_rules"] == {"reduce-before-matmul": 1, "tf32x3-matmul": 1}
     assert (tf32["reward_ge2"], tf32["reward_3"]) == (2, 2)
     # No suggestion: the user keeps eager (1.0x), which against compile is eager's own ratio (2.0 for relu).
     assert math.isclose(exact["geomean_vs_eager"], (4.0 * 1.0 * 1.0) ** (1 / 3))
     assert math.isclose(exact["geomean_vs_compile"], (4.0 * 1.0 * 2.0) ** (1 / 3))
     assert exact["winning_rules"] == {"reduce-before-matmul": 1}
-    level2 = result["summaries"]["problems, level 2, no TF32"]
+    level2 = result["summaries"]["problems, level 2, IEEE only"]
     assert (level2["operators"], level2["reward_3"]) == (1, 1)
     assert "examples/ops/rowmean_linear" in result["missing"]
     assert (tmp_path / "out" / "optimize_results.md").read_text().count("| problems/") == 3

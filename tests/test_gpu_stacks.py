@@ -28,15 +28,18 @@ PROBLEMS = Path(__file__).resolve().parents[1] / "benchmarks" / "problems"
 FAST = Settings(timeout_s=300.0, time_budget_s=0.3, max_samples=20)
 
 
-def _stack(problem: str, base_rule: str, wrapper: str) -> tuple[dict, str]:
+def _build(problem: str, base_rule: str, wrapper: str | None = None) -> tuple[dict, str]:
+    """The job and the candidate the search agent builds: the base rule's, or the wrapper stacked on it."""
     spec = kernelbench_spec(problem)
     job = spec.job(PROBLEMS, "cuda")
     rules = {r.id: r for r in load_rules()}
-    facts = analyze(job, ["conv_bn_fold"]) | {"eager_ms": 0.05}
+    facts = analyze(job, ["conv_bn_fold", "tf32x3_products"]) | {"eager_ms": 0.05}
     task = Task(spec, PROBLEMS, "cuda", (PROBLEMS / problem).read_text(), PrecisionPolicy(), facts)
     agent = SearchAgent(list(rules.values()))
     base = agent.build(rules[base_rule], task)
     assert base is not None
+    if wrapper is None:
+        return job, base
     stacked = agent.build(rules[wrapper], task, on=Proposal(base, origin=base_rule, description=""))
     assert stacked is not None
     return job, stacked
@@ -51,7 +54,7 @@ def _stack(problem: str, base_rule: str, wrapper: str) -> tuple[dict, str]:
     ],
 )
 def test_stacked_wrapper_verifies_on_the_gpu(tmp_path: Path, problem: str, base: str, wrapper: str) -> None:
-    job, source = _stack(problem, base, wrapper)
+    job, source = _build(problem, base, wrapper)
     path = tmp_path / "candidate.py"
     path.write_text(source)
     ev = evaluate(

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import torch
 
-import kernelbot.agents.rewrites_conv  # noqa: F401  (registers conv_bn_fold, as the tracer's import will)
 from kernelbot.agents import epilogue
 from kernelbot.agents.base import job_at_precision
 from kernelbot.agents.rules import Rule, load_rules
@@ -86,6 +85,26 @@ OPERATORS = {
         def get_init_inputs():
             return []
     """,
+    "products": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(32, 48)
+                self.w = nn.Parameter(torch.randn(48, 40) / 48**0.5)
+
+            def forward(self, a, b, v):
+                y = self.lin(torch.bmm(a, b))
+                return (y @ self.w).matmul(v)
+
+        def get_inputs():  # unit-scale values throughout, so a float32 rounding stays within 1e-4
+            return [torch.randn(4, 24, 512) / 512**0.5, torch.randn(4, 512, 32), torch.randn(40)]
+
+        def get_init_inputs():
+            return []
+    """,
     "pointwise_soup": """
         import torch
         import torch.nn as nn
@@ -138,7 +157,7 @@ def _job(root: Path, name: str) -> dict[str, Any]:
 
 def _facts(root: Path, name: str, eager_ms: float = 1.0) -> dict[str, Any]:
     job = _job(root, name)
-    facts = analyze(job, ["conv_bn_fold"])
+    facts = analyze(job, ["conv_bn_fold", "tf32x3_products"])
     facts["eager_ms"] = eager_ms
     return facts
 
@@ -154,7 +173,8 @@ def _render(rule: Rule, root: Path, name: str, facts: dict[str, Any], device: st
     assert rule.produces.template is not None
     source = render(f"kernels/{rule.produces.template}", **context)
     ast.parse(source)
-    findings = scan(source, allow_tf32=rule.precision == "tf32", require_kernel=rule.require_kernel)
+    may_tf32 = rule.precision in ("tf32", "tf32x3")  # as the harness scans them (job_at_precision)
+    findings = scan(source, allow_tf32=may_tf32, require_kernel=rule.require_kernel)
     assert findings == [], findings
     return source
 
@@ -222,7 +242,7 @@ def test_tf32_only_where_the_policy_allows(ops: Path, rules: dict[str, Rule]) ->
     rule = rules["tf32-matmul"]
     facts = _facts(ops, "linear_relu")
     assert rule.matches(facts, "cuda", "kernelbench", ALL) is None
-    assert "TF32 not allowed" in (rule.matches(facts, "cuda", "kernelbench", NONE) or "")
+    assert "tf32 not allowed" in (rule.matches(facts, "cuda", "kernelbench", NONE) or "")
     assert rule.matches(facts, "cpu", "kernelbench", ALL) == "not for cpu"
     assert rule.matches(_facts(ops, "pointwise_soup"), "cuda", "kernelbench", ALL) is not None  # no matmul
     source = _render(rule, ops, "linear_relu", facts, "cuda")  # scanned with allow_tf32, as the pipeline does
@@ -448,3 +468,78 @@ def test_a_compile_mode_stacked_on_the_fused_epilogue_passes_the_kernel_check(
     for wrapper in ("compile-max-autotune", "tf32-matmul"):
         source = _stacked(rules[wrapper], ops, name, rules["fused-elementwise-epilogue"], kernel)
         assert scan(source, allow_tf32=True, require_kernel=True) == [], wrapper
+
+
+def test_tf32x3_fires_on_float32_products_on_cuda_where_the_policy_allows(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    rule = rules["tf32x3-matmul"]
+    facts = _facts(ops, "products")
+    assert facts["rewrites"]["tf32x3_products"]["applied"]
+    assert "4 float32 matrix product(s)" in facts["rewrites"]["tf32x3_products"]["description"]
+    assert rule.matches(facts, "cuda", "kernelbench", NONE | {"allow_tf32x3": True}) is None
+    assert rule.matches(facts, "cuda", "kernelbench", {"allow_tf32x3": False}) == (
+        "tf32x3 not allowed by the precision policy"
+    )
+    assert rule.matches(facts, "cpu", "kernelbench", {"allow_tf32x3": True}) == "not for cpu"
+    for other in ("pointwise_soup", "conv_bn_relu"):  # no matrix product
+        assert rule.matches(_facts(ops, other), "cuda", "kernelbench", {"allow_tf32x3": True}) is not None
+
+
+def test_tf32x3_candidate_is_float32_accurate_and_held_to_the_float32_tolerance(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    rule = rules["tf32x3-matmul"]
+    source = _render(rule, ops, "products", _facts(ops, "products"), "cuda")
+    forward = source.split("class ModelNew")[1]
+    assert forward.count("tf32x3_matmul(") == 3 and forward.count("tf32x3_linear(") == 1
+    # It switches TF32 on inside its products: only a tf32 or tf32x3 candidate's scan allows that.
+    assert any(f.rule == "precision-flag" for f in scan(source, allow_tf32=False))
+    job = _job(ops, "products")
+    assert job_at_precision(job, "tf32x3") == {**job, "candidate_precision": "tf32x3"}  # tolerance unchanged
+
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    x = torch.randn(4096) * torch.logspace(-20, 20, 4096)  # float32 values over 40 decades
+    hi, lo = namespace["_split"](x)
+    for part in (hi, lo):  # both TF32 values: the low 13 mantissa bits are zero
+        assert not (part.view(torch.int32) & 0x1FFF).any()
+    assert ((hi.double() + lo.double() - x.double()).abs() <= 2**-21 * x.double().abs()).all()
+
+    torch.manual_seed(0)
+    model, new = namespace["Model"]().eval(), namespace["ModelNew"]().eval()
+    new.load_state_dict(model.state_dict())
+    inputs = [torch.randn(4, 24, 512), torch.randn(4, 512, 32), torch.randn(40)]
+    with torch.no_grad():  # on the CPU TF32 is a no-op: this checks the split-and-sum arithmetic itself
+        truth = model.double()(*[t.double() for t in inputs])
+        model.float()
+        fp32_error = (model(*inputs).double() - truth).abs().max()
+        emulated_error = (new(*inputs).double() - truth).abs().max()
+    assert emulated_error < 4 * fp32_error, (emulated_error, fp32_error)
+    ev = _evaluate(rule, ops, "products", source)
+    assert ev.status == "ok", ev.reason
+
+
+def test_tf32x3_splits_a_weight_once_per_version_and_keeps_gradients(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    source = _render(rules["tf32x3-matmul"], ops, "linear_relu", _facts(ops, "linear_relu"), "cuda")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    model, new = namespace["Model"](), namespace["ModelNew"]()
+    new.load_state_dict(model.state_dict())
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        new(x)
+        cached = new.lin.weight.__dict__["_kernelbot_tf32x3"]
+        new(x)
+        assert new.lin.weight.__dict__["_kernelbot_tf32x3"] is cached  # same version: not split again
+        new.lin.weight.mul_(-1)  # an in-place update (an optimizer step, load_state_dict) bumps the version
+        model.lin.weight.mul_(-1)
+        torch.testing.assert_close(new(x), model(x), atol=1e-4, rtol=1e-4)
+        assert new.lin.weight.__dict__["_kernelbot_tf32x3"] is not cached
+    # With autograd recording, the bit split (no gradient) is skipped: the product stays differentiable.
+    new(x).sum().backward()
+    model(x).sum().backward()
+    assert new.lin.weight.grad is not None and model.lin.weight.grad is not None
+    torch.testing.assert_close(new.lin.weight.grad, model.lin.weight.grad)

@@ -156,3 +156,32 @@ def test_the_graph_capture_goes_on_top_of_a_rewrite(tmp_path: Path, rules: list[
     assert p is not None and p.origin == "conv-bn-fold+cuda-graph-capture"
     ast.parse(p.source)
     assert p.source.count("class ModelNew(ModelNew):") == 1 and "graph.replay()" in p.source
+
+
+def test_a_stricter_policys_stacks_are_built_under_a_looser_one(tmp_path: Path, rules: list[Rule]) -> None:
+    """Bases are the fastest IEEE candidate, the fastest with tf32x3, and the fastest overall: a run that
+    allows TF32 builds every stack the default float32 run (tf32x3 on) would build."""
+    forward = (
+        "def forward(self, x):\n    return torch.relu(tf32x3_linear(x, self.lin.weight, self.lin.bias))\n"
+    )
+    split = {
+        "applied": True,
+        "description": "computed 1 float32 matrix product(s) ...",
+        "forward_code": forward,
+    }
+    singles = {
+        "compile-max-autotune": ("ok", 1.2),
+        "tf32x3-matmul": ("ok", 1.8),
+        "tf32-matmul": ("ok", 4.0),
+    }
+    made = {}
+    for name, policy in (("default", PrecisionPolicy()), ("tf32", PrecisionPolicy(allow_tf32=True))):
+        task = _task(tmp_path, policy)
+        task.facts["rewrites"] = {"tf32x3_products": split}
+        feedback, stacks = _answer(SearchAgent(rules), task, singles)
+        assert "tf32x3-matmul" in {f.proposal.origin for f in feedback}
+        made[name] = {p.origin: p.precision for p in stacks}
+    assert made["default"]["tf32x3-matmul+compile-max-autotune"] == "tf32x3"
+    assert "tf32-matmul" not in "".join(made["default"])  # not allowed, and tf32x3 conflicts with it
+    assert made["default"].items() <= made["tf32"].items()
+    assert made["tf32"]["compile-max-autotune+tf32-matmul"] == "tf32"  # on the IEEE base; built once

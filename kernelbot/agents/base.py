@@ -11,9 +11,17 @@ from kernelbot.config import PrecisionPolicy
 from kernelbot.harness.results import Evaluation
 from kernelbot.spec import OperatorSpec
 
-Precision = Literal["exact", "tf32", "bf16"]
+# exact: IEEE float32 as the operator computes it; tf32 and bf16: lower precision, reported as such; tf32x3:
+# float32 products emulated on TF32 Tensor Cores (three products), held to the operator's own tolerance.
+Precision = Literal["exact", "tf32", "tf32x3", "bf16"]
+PRECISIONS: tuple[Precision, ...] = ("exact", "tf32", "tf32x3", "bf16")
 # A candidate that changes precision is checked against the full-precision reference at that precision's tolerance.
 PRECISION_TOLERANCE = {"tf32": 1e-2, "bf16": 1e-2}
+
+
+def precision_allowed(precision: str, policy: dict[str, bool]) -> bool:
+    """Exact always; any other precision where the policy (PrecisionPolicy.model_dump()) says allow_<precision>."""
+    return precision == "exact" or bool(policy.get(f"allow_{precision}", False))
 
 
 def job_at_precision(job: dict[str, Any], precision: Precision) -> dict[str, Any]:
@@ -21,6 +29,8 @@ def job_at_precision(job: dict[str, Any], precision: Precision) -> dict[str, Any
     candidate may switch inside its own calls, and it is compared at that precision's tolerance."""
     if precision == "exact":
         return job
+    if precision not in PRECISION_TOLERANCE:  # tf32x3: float32 accuracy, so the operator's own tolerance
+        return {**job, "candidate_precision": precision}
     tol = PRECISION_TOLERANCE[precision]
     return {
         **job,

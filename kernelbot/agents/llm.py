@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot import baselines
-from kernelbot.agents.base import Feedback, Proposal, Task
+from kernelbot.agents.base import Feedback, Proposal, Task, precision_allowed
 from kernelbot.agents.endpoint import (
     AgentError,
     Endpoint,
@@ -113,9 +113,7 @@ class LLMAgent:
         )
         self._deadline = time.monotonic() + self.limits.time_s
         policy = task.policy.model_dump()
-        allowed = {
-            r.id: r.precision == "exact" or bool(policy.get(f"allow_{r.precision}")) for r in self.rules
-        }
+        allowed = {r.id: precision_allowed(r.precision, policy) for r in self.rules}
         system = render(
             "agent_system.md.j2",
             task=task,

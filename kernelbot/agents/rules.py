@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 import kernelbot
+from kernelbot.agents.base import Precision, precision_allowed
 from kernelbot.errors import ConfigError
 
 RULES_DIR = Path(kernelbot.__file__).resolve().parents[1] / "rules"
@@ -55,7 +56,7 @@ class Rule(_Strict):
     rationale: str  # why it helps, for the LLM agent's skills and the report
     match: Match = Match()
     produces: Produces
-    precision: Literal["exact", "tf32", "bf16"] = "exact"
+    precision: Precision = "exact"
     expected_gain: float = Field(default=1.1, gt=0)  # ordering among matching rules (largest first)
     require_kernel: bool = False  # candidates promise a custom kernel (fallbacks are rejected)
     # Its template wraps any ModelNew, so it may also go on top of the best verified candidate.
@@ -96,12 +97,8 @@ class Rule(_Strict):
                 f"needs {m.pointwise_tail} trailing pointwise ops",
             ),
             (
-                self.precision != "tf32" or policy.get("allow_tf32", False),
-                "TF32 not allowed by the precision policy",
-            ),
-            (
-                self.precision != "bf16" or policy.get("allow_bf16", False),
-                "bf16 not allowed by the precision policy",
+                precision_allowed(self.precision, policy),
+                f"{self.precision} not allowed by the precision policy",
             ),
         ]
         rewrite = self.produces.rewrite or self.produces.params.get("rewrite")

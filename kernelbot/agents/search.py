@@ -51,13 +51,14 @@ class SearchAgent:
 
         Rules are tried alone first, so a stack is only built from parts that each passed the harness; the
         stack itself is checked and timed like any candidate (a wrapper that lost alone can win on top of a
-        rewrite, e.g. TF32 under max-autotune). The fastest *exact* candidate is a base too, so the exact
-        candidates of a run whose policy allows TF32 are the ones a full-precision run would make.
+        rewrite, e.g. TF32 under max-autotune). The fastest candidate a stricter policy allows is a base too
+        (IEEE float32 only, then float32 with tf32x3), so the candidates of a run whose policy allows more are
+        a superset of the ones a stricter run would make.
         """
         verified = [f for f in feedback if f.evaluation.ok and f.speedup_vs_eager is not None]
-        exact = [f for f in verified if f.proposal.precision == "exact"]
         bases: list[Feedback] = []
-        for group in (exact, verified):
+        for allowed in (*STRICTER_POLICIES, None):
+            group = [f for f in verified if allowed is None or f.proposal.precision in allowed]
             best = max(group, key=lambda f: f.speedup_vs_eager or 0.0, default=None)
             if best is not None and best not in bases:
                 bases.append(best)
@@ -128,6 +129,10 @@ class SearchAgent:
             self._stacked = True  # once: stacks are built from the single-rule results
             self._queue = self.stack(task, feedback)
         return self._queue.pop(0) if self._queue else None
+
+
+# Precisions a stricter policy allows, strictest first: each one's fastest candidate is a base for stacks.
+STRICTER_POLICIES: tuple[tuple[Precision, ...], ...] = (("exact",), ("exact", "tf32x3"))
 
 
 def _combined(a: Precision, b: Precision) -> Precision | None:

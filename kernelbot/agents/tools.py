@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelbot.agents.base import Precision, Task, job_at_precision
+from kernelbot.agents.base import PRECISIONS, Precision, Task, job_at_precision, precision_allowed
 from kernelbot.harness.evaluate import Handle, Settings, evaluate
 from kernelbot.harness.results import Evaluation, Timing, reward, speedup
 from kernelbot.harness.staticcheck import scan
@@ -42,7 +42,7 @@ TOOL_SPECS: list[dict[str, Any]] = [
             "type": "object",
             "properties": {
                 "source": {"type": "string"},
-                "precision": {"type": "string", "enum": ["exact", "tf32", "bf16"]},
+                "precision": {"type": "string", "enum": list(PRECISIONS)},
                 "description": {"type": "string", "description": "one line: what it changes"},
             },
             "required": ["source"],
@@ -192,10 +192,9 @@ class Toolbox:
     def tool_write_candidate(
         self, source: str, precision: str = "exact", description: str = ""
     ) -> ToolResult:
-        if precision not in ("exact", "tf32", "bf16"):
-            return ToolResult(f"error: precision must be exact, tf32 or bf16, not {precision!r}")
-        allowed = {"exact": True, "tf32": self.task.policy.allow_tf32, "bf16": self.task.policy.allow_bf16}
-        if not allowed[precision]:
+        if precision not in PRECISIONS:
+            return ToolResult(f"error: precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        if not precision_allowed(precision, self.task.policy.model_dump()):
             return ToolResult(
                 f"error: the operator's precision policy does not allow {precision}; write an exact candidate"
             )
@@ -204,7 +203,7 @@ class Toolbox:
         path = self.work_dir / f"attempt-{index:02d}.py"
         path.write_text(source)
         earlier = next((a for a in self.attempts if a.sha == digest), None)
-        attempt = Attempt(index, source, digest, path, precision, description)  # type: ignore[arg-type]
+        attempt = Attempt(index, source, digest, path, precision, description)
         self.attempts.append(attempt)
         data: dict[str, Any] = {"attempt": index, "source_sha256": digest, "lines": source.count("\n") + 1}
         if earlier is not None and earlier.failure is not None:
@@ -215,7 +214,7 @@ class Toolbox:
                 {**data, "repeat_of": earlier.index},
                 repeated=True,
             )
-        may_tf32 = bool(self.job.get("allow_tf32")) or precision == "tf32"
+        may_tf32 = bool(self.job.get("allow_tf32")) or precision in ("tf32", "tf32x3")
         findings = scan(source, allow_tf32=may_tf32)
         if findings:
             attempt.failure = "rejected: static check"

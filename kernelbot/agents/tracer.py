@@ -18,9 +18,10 @@ from torch import fx
 from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import kernelbot.agents.rewrites_conv  # noqa: F401  (registers conv_bn_fold)
 from kernelbot.agents import epilogue
 from kernelbot.agents.rewrites import REWRITES
+from kernelbot.agents.rewrites_conv import conv_bn_fold  # noqa: F401  (importing registers the rewrite)
+from kernelbot.agents.rewrites_tf32x3 import tf32x3_products  # noqa: F401  (likewise)
 from kernelbot.harness.loader import Operator
 
 # Ops that map elementwise (a fused epilogue can absorb a chain of these).

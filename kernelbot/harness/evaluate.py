@@ -43,7 +43,7 @@ class Handle:
         self.calls: int | None = None  # fixed after the first timing batch so later batches compare
         self.sandbox: Sandbox | None = None
         if candidate is not None and static_check:
-            may_tf32 = bool(job.get("allow_tf32")) or job.get("candidate_precision") == "tf32"
+            may_tf32 = bool(job.get("allow_tf32")) or job.get("candidate_precision") in ("tf32", "tf32x3")
             findings = _static_findings(Path(candidate), may_tf32, require_kernel)
             if findings:  # caught before any of its code runs
                 self.failure = Evaluation(subject, "rejected", "static check: " + findings)
