@@ -137,6 +137,7 @@ def test_the_compile_baseline_is_the_fastest_of_its_runs_and_a_failed_run_decide
 
     slow, quick = _run(0.22), _run(0.085)
     assert fastest([slow, quick]) is quick and fastest([quick, slow]) is quick
+    assert quick.timing is not None and quick.timing.other_runs_ms == [pytest.approx(0.22, rel=0.01)]
     broken = _run(None, "crashed")
     assert fastest([quick, broken]) is broken  # a baseline that failed once is reported, not hidden
 
@@ -176,3 +177,6 @@ def test_check_operator_times_the_compile_baseline_in_several_sandboxes_and_cach
     cached = check.check_operator(spec, repo, config, collect("cpu"))  # the kept one is what the cache holds
     assert subjects.count("compile") == runs and cached.compiled is not None
     assert cached.compiled.status == report.compiled.status
+    if kept is not None:  # the discarded draw is on record, in the cache too
+        assert cached.compiled.timing is not None
+        assert cached.compiled.timing.other_runs_ms == [pytest.approx(0.22, rel=0.01)]

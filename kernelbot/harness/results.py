@@ -26,6 +26,7 @@ class Timing:
     sm_clock_mhz: list[int | None] = field(default_factory=list)  # SM clock before and after (GPU)
     l2_flush: bool = False  # L2 was flushed before each sample
     l2_persist_reset: bool = False  # the persisting-L2 carve-out was reset before each sample
+    other_runs_ms: list[float] = field(default_factory=list)  # medians of the same subject's other sandboxes
 
     @classmethod
     def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:

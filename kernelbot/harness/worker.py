@@ -182,6 +182,13 @@ class Session:
         }
 
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        # Timed as it is checked, without autograd recording: a compiled subject then runs the graph it was
+        # verified with (a grad-mode call would recompile into a training graph that saves activations), and a
+        # subject cannot behave one way when checked and another when timed by looking at the grad mode.
+        with torch.no_grad():
+            return self._time(cmd)
+
+    def _time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         case = self.op.cases[0]
         seed = int(cmd.get("seed", 1_000_003))
         first = case.make(seed)
