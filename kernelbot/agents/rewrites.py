@@ -52,7 +52,7 @@ def _replace(gm: fx.GraphModule, node: fx.Node, new: fx.Node) -> None:
     gm.graph.erase_node(node)
 
 
-def _finish(gm: fx.GraphModule, changed: int, description: str) -> str | None:
+def finish(gm: fx.GraphModule, changed: int, description: str) -> str | None:
     """Recompile a changed graph and describe the change; None when the pattern was not found."""
     if not changed:
         return None
@@ -80,7 +80,7 @@ def diag_matmul(gm: fx.GraphModule) -> str | None:
                 continue
         _replace(gm, node, new)
         changed += 1
-    return _finish(gm, changed, f"replaced {changed} diagonal-matrix product(s) by a broadcast scale")
+    return finish(gm, changed, f"replaced {changed} diagonal-matrix product(s) by a broadcast scale")
 
 
 def _last_dim_reduction(node: fx.Node) -> str | None:
@@ -189,7 +189,7 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
                 new = gm.graph.call_method("unsqueeze", (new, -1))
         _replace(gm, node, new)
         changed += 1
-    return _finish(gm, changed, f"moved {changed} last-dimension sum(s)/mean(s) before the matrix product")
+    return finish(gm, changed, f"moved {changed} last-dimension sum(s)/mean(s) before the matrix product")
 
 
 def _flops(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -228,4 +228,4 @@ def matmul_reassociate(gm: fx.GraphModule) -> str | None:
             new = gm.graph.call_function(torch.matmul, (a, bc))
         _replace(gm, node, new)
         changed += 1
-    return _finish(gm, changed, f"re-associated {changed} matmul chain(s) to the cheaper order by FLOP count")
+    return finish(gm, changed, f"re-associated {changed} matmul chain(s) to the cheaper order by FLOP count")

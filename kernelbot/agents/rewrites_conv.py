@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import register
+from kernelbot.agents.rewrites import finish, register
 
 CONV_BN: dict[type[nn.Module], type[nn.Module]] = {
     nn.Conv1d: nn.BatchNorm1d,
@@ -63,9 +63,8 @@ def conv_bn_fold(gm: fx.GraphModule) -> str | None:
         gm.graph.erase_node(node)
         gm.graph.erase_node(conv_node)
         pairs.append(f"{conv_node.target}+{node.target}")
-    if not pairs:
-        return None
-    gm.graph.eliminate_dead_code()
-    gm.graph.lint()
-    gm.recompile()
-    return f"folded {len(pairs)} BatchNorm(s) into the preceding convolution ({', '.join(pairs)})"
+    return finish(
+        gm,
+        len(pairs),
+        f"folded {len(pairs)} BatchNorm(s) into the preceding convolution ({', '.join(pairs)})",
+    )

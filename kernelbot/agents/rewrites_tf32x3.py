@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import register
+from kernelbot.agents.rewrites import finish, register
 
 PRODUCTS = {torch.matmul, torch.mm, torch.bmm, operator.matmul}
 PRODUCT_METHODS = {"matmul", "mm", "bmm"}
@@ -83,9 +83,8 @@ def tf32x3_products(gm: fx.GraphModule) -> str | None:
         node.replace_all_uses_with(new)
         gm.graph.erase_node(node)
         changed += 1
-    if not changed:
-        return None
-    gm.graph.eliminate_dead_code()
-    gm.graph.lint()
-    gm.recompile()
-    return f"computed {changed} float32 matrix product(s) as three TF32 Tensor Core products (hi·hi + hi·lo + lo·hi)"
+    return finish(
+        gm,
+        changed,
+        f"computed {changed} float32 matrix product(s) as three TF32 Tensor Core products (hi·hi + hi·lo + lo·hi)",
+    )
