@@ -12,6 +12,7 @@
 #   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
 # The fourth session (tf32x3, compile baseline timed twice): the GPU tests beside the warm stage, then the table:
 #   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" bash ... table; more; more2
+# Next: PROBE=1 adds benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum).
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -90,8 +91,15 @@ table | more*)  # more, more2, ...: each call its own folder
         first_core=0
         if [ -n "${GPU_TESTS:-}" ]; then # on GPU 0 with 4 cores of its own, while the caches build
             first_core=4
-            (CUDA_VISIBLE_DEVICES=0 timeout -k 5 "${WARM_S:-240}" taskset -c 0-3 python3 -m pytest -o addopts= -m gpu -q -rA \
-                -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1) &
+            (
+                export CUDA_VISIBLE_DEVICES=0
+                timeout -k 5 "${WARM_S:-240}" taskset -c 0-3 python3 -m pytest -o addopts= -m gpu -q -rA \
+                    -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1
+                if [ -n "${PROBE:-}" ]; then # what accumulation error the tf32x3 GEMM leaves, and what fixes it
+                    timeout -k 5 120 taskset -c 0-3 python3 benchmarks/probes/tf32x3_accuracy.py \
+                        "$out/tf32x3_accuracy.json" >"$out/probe.log" 2>&1
+                fi
+            ) &
         fi
         for g in 0 1; do
             (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16 + first_core * (1 - g)))-$((g * 16 + 15)) \
