@@ -27,8 +27,9 @@ class Tolerance(_Strict):
 class PrecisionPolicy(_Strict):
     allow_tf32: bool = False  # candidates may use TF32 matmul/conv (reported as a precision change)
     allow_bf16: bool = False  # candidates may autocast to bf16/fp16 (reported as a precision change)
-    # Float32 products emulated on TF32 Tensor Cores (3xTF32): float32 accuracy, checked at the operator's own
-    # tolerance and reported; off for operators that want IEEE float32 products only.
+    # Float32 products emulated on TF32 Tensor Cores (3xTF32): no operand rounding, but the Tensor Cores'
+    # accumulation error grows with the inner dimension, so checked at the operator's own tolerance (not TF32's)
+    # and reported; off for operators that want IEEE float32 products only.
     allow_tf32x3: bool = True
 
 

@@ -29,7 +29,7 @@ def job_at_precision(job: dict[str, Any], precision: Precision) -> dict[str, Any
     candidate may switch inside its own calls, and it is compared at that precision's tolerance."""
     if precision == "exact":
         return job
-    if precision not in PRECISION_TOLERANCE:  # tf32x3: float32 accuracy, so the operator's own tolerance
+    if precision not in PRECISION_TOLERANCE:  # tf32x3 claims float32 accuracy: the operator's own tolerance
         return {**job, "candidate_precision": precision}
     tol = PRECISION_TOLERANCE[precision]
     return {
