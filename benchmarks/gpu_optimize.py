@@ -10,9 +10,10 @@ Anywhere, to merge the timed rows of every shard into the table:
 `timed` runs `kernelbot.optimize.optimize_operator` with `SearchAgent(load_rules())` on each operator in turn,
 one at a time on its GPU: eager and torch.compile baselines, the fx analysis, then every candidate the matching
 rules build, each verified and timed in a fresh sandbox. The precision policy allows TF32 (not bf16), so the
-TF32 rule's candidate is among them; the "no TF32" result of an operator is the best of its exact candidates,
-which are the very candidates a run under the default policy makes (each rule's own candidate is built
-independently, and stacks are built on the fastest exact candidate as well as on the fastest overall). One row per operator is appended to DIR/optimize_rows.jsonl as soon as it is done.
+TF32 rule's candidate is among them; an operator's result under a stricter policy (default float32 with
+tf32x3, or IEEE float32 only) is the best of the candidates that policy allows, which are the very candidates
+a run under it makes (each rule's own candidate is built independently, and stacks are built on the fastest
+candidate of each stricter policy as well as on the fastest overall). One row per operator is appended to DIR/optimize_rows.jsonl as soon as it is done.
 
 `warm` runs the same pipeline on many operators at once with a throw-away timing budget, to build the
 torch.compile / Triton / CuPy / extension artefacts in kernelbot's per-fingerprint cache (each sandbox compiles
@@ -217,7 +218,7 @@ def timed(
 
 # -- the table ------------------------------------------------------------------------------------
 # The policies the table reports, by the candidate precisions each allows: the default float32 policy allows the
-# 3xTF32 emulation (float32 accuracy, checked at the float32 tolerance); allow_tf32x3: false leaves IEEE only.
+# 3xTF32 emulation (held to the float32 tolerance, like an exact candidate); allow_tf32x3: false leaves IEEE only.
 POLICIES: dict[str, tuple[str, ...]] = {
     "default float32 (no TF32; 3xTF32 on)": ("exact", "tf32x3"),
     "float32, IEEE products only (3xTF32 off)": ("exact",),
