@@ -12,7 +12,8 @@
 #   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
 # The fourth session (tf32x3, compile baseline timed twice): the GPU tests beside the warm stage, then the table:
 #   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" bash ... table; more; more2
-# Next: PROBE=1 adds benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum).
+# Next: PROBE=1 adds benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum);
+# add tests/test_gpu_timing.py (side stream vs a loaded runner) to GPU_TESTS.
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
