@@ -8,6 +8,7 @@ from pathlib import Path
 
 import platformdirs
 
+from kernelbot.harness import results
 from kernelbot.harness.results import Evaluation
 
 
@@ -20,7 +21,8 @@ def cache_root(fingerprint_key: str) -> Path:
 
 
 def _path(root: Path, spec_hash: str, subject: str, mode: str | None) -> Path:
-    return root / "baselines" / f"{spec_hash}-{subject}-{mode or 'default'}.json"
+    protocol = results.TIMING_PROTOCOL  # read at call time: a baseline timed another way is not this one
+    return root / "baselines" / f"{spec_hash}-{subject}-{mode or 'default'}-t{protocol}.json"
 
 
 def load(root: Path, spec_hash: str, subject: str, mode: str | None = None) -> Evaluation | None:

@@ -180,3 +180,15 @@ def test_check_operator_times_the_compile_baseline_in_several_sandboxes_and_cach
     if kept is not None:  # the discarded draw is on record, in the cache too
         assert cached.compiled.timing is not None
         assert cached.compiled.timing.other_runs_ms == [pytest.approx(0.22, rel=0.01)]
+
+
+def test_a_cached_baseline_of_another_timing_protocol_is_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelbot import baselines
+    from kernelbot.harness import results
+
+    baselines.store(tmp_path, "spec", _run(0.1))
+    assert baselines.load(tmp_path, "spec", "compile") is not None
+    monkeypatch.setattr(results, "TIMING_PROTOCOL", results.TIMING_PROTOCOL + 1)
+    assert baselines.load(tmp_path, "spec", "compile") is None  # timed another way: not this baseline
