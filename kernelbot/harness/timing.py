@@ -29,7 +29,7 @@ WARMUP_SAMPLES = 2  # unrecorded samples at the start of every timing request (b
 
 
 def gpu_sample_verdict(wall_ms: float, gpu_ms: float, cpu_share: float) -> str:
-    """ "ok", or why a GPU sample's wall time far exceeds what the timed stream's events saw.
+    """The verdict on a GPU sample: "ok", or why its wall time far exceeds what the timed stream's events saw.
 
     "hidden": work outside the timed stream (a side stream, a CPU thread) while this process held the CPU — it
     spins in the device-wide sync meanwhile, or computes. "descheduled": this process was off the CPU for much
@@ -81,9 +81,8 @@ class Timer:
         self._cudart = None
         self.last_cpu_share = 1.0  # process CPU time / wall time of the last sample
         self.last_hidden = False  # the last GPU sample's wall time far exceeded its event time, CPU held
-        self.last_descheduled = (
-            False  # the last sample lost the CPU: it measures the neighbours, not the code
-        )
+        # The last sample lost the CPU for much of it: it measures the neighbours, not the code.
+        self.last_descheduled = False
         if device == "cuda":
             self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
             self._cudart = _load_cudart()
