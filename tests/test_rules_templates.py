@@ -486,7 +486,7 @@ def test_tf32x3_fires_on_float32_products_on_cuda_where_the_policy_allows(
         assert rule.matches(_facts(ops, other), "cuda", "kernelbench", {"allow_tf32x3": True}) is not None
 
 
-def test_tf32x3_candidate_is_float32_accurate_and_held_to_the_float32_tolerance(
+def test_tf32x3_splits_operands_into_tf32_values_and_keeps_the_float32_tolerance(
     ops: Path, rules: dict[str, Rule]
 ) -> None:
     rule = rules["tf32x3-matmul"]
