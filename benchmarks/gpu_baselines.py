@@ -2,7 +2,8 @@
 
 The H200 optimize runs of 2026-11-30 measured the same compile baseline up to 2.7x apart between sessions
 (examples/ops/bias_gelu_clamp: 0.081, 0.085, 0.221 ms) while eager agreed within a few percent, and the slow
-ones were operators with parameters. This script separates the explanations, one operator at a time, every
+ones were operators with parameters. (Found since: the calls were timed with autograd recording, which runs a
+torch.compile graph built for training; timing protocol 2 times them without, as they are checked.) This script separates the explanations, one operator at a time, every
 measurement in its own fresh sandbox, in turn (nothing else timed on the GPU meanwhile):
   warm    the cache the optimize run left (its Triton autotuning was done under the warm stage's load);
   retune  the same artefacts with Triton's autotuning choices (*.best_config) deleted: re-tuned quietly;

@@ -44,6 +44,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
 from kernelbot import baselines  # noqa: E402
+from kernelbot.agents.base import allowed_precisions  # noqa: E402
 from kernelbot.agents.rules import load_rules, rewrites_for  # noqa: E402
 from kernelbot.agents.search import SearchAgent  # noqa: E402
 from kernelbot.config import Config, HarnessSettings, PrecisionPolicy, load_config  # noqa: E402
@@ -220,9 +221,9 @@ def timed(
 # The policies the table reports, by the candidate precisions each allows: the default float32 policy allows the
 # 3xTF32 emulation (held to the float32 tolerance, like an exact candidate); allow_tf32x3: false leaves IEEE only.
 POLICIES: dict[str, tuple[str, ...]] = {
-    "default float32 (no TF32; 3xTF32 on)": ("exact", "tf32x3"),
-    "float32, IEEE products only (3xTF32 off)": ("exact",),
-    "TF32 allowed": ("exact", "tf32x3", "tf32"),
+    "default float32 (no TF32; 3xTF32 on)": allowed_precisions(PrecisionPolicy()),
+    "float32, IEEE products only (3xTF32 off)": allowed_precisions(PrecisionPolicy(allow_tf32x3=False)),
+    "TF32 allowed": allowed_precisions(POLICY),
 }
 SHORT = {
     "default float32 (no TF32; 3xTF32 on)": "no TF32",

@@ -24,6 +24,11 @@ def precision_allowed(precision: str, policy: dict[str, bool]) -> bool:
     return precision == "exact" or bool(policy.get(f"allow_{precision}", False))
 
 
+def allowed_precisions(policy: PrecisionPolicy) -> tuple[Precision, ...]:
+    """The candidate precisions a policy allows, in PRECISIONS order."""
+    return tuple(p for p in PRECISIONS if precision_allowed(p, policy.model_dump()))
+
+
 def job_at_precision(job: dict[str, Any], precision: Precision) -> dict[str, Any]:
     """The harness job for a candidate of `precision`: the reference stays pinned to full float32; only the
     candidate may switch inside its own calls, and it is compared at that precision's tolerance."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelbot.agents.base import Feedback, Precision, Proposal, Task
+from kernelbot.agents.base import Feedback, Precision, Proposal, Task, allowed_precisions
 from kernelbot.agents.rules import Rule
+from kernelbot.config import PrecisionPolicy
 from kernelbot.render import render
 
 
@@ -131,8 +132,12 @@ class SearchAgent:
         return self._queue.pop(0) if self._queue else None
 
 
-# Precisions a stricter policy allows, strictest first: each one's fastest candidate is a base for stacks.
-STRICTER_POLICIES: tuple[tuple[Precision, ...], ...] = (("exact",), ("exact", "tf32x3"))
+# Precisions a stricter policy allows, strictest first (IEEE float32 only, then the default float32 policy):
+# each one's fastest candidate is a base for stacks.
+STRICTER_POLICIES: tuple[tuple[Precision, ...], ...] = (
+    allowed_precisions(PrecisionPolicy(allow_tf32x3=False)),
+    allowed_precisions(PrecisionPolicy()),
+)
 
 
 def _combined(a: Precision, b: Precision) -> Precision | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot.agents.base import PRECISIONS, Precision, Task, job_at_precision, precision_allowed
-from kernelbot.harness.evaluate import Handle, Settings, evaluate
+from kernelbot.harness.evaluate import Handle, Settings, evaluate, may_switch_tf32
 from kernelbot.harness.results import Evaluation, Timing, reward, speedup
 from kernelbot.harness.staticcheck import scan
 
@@ -214,8 +214,7 @@ class Toolbox:
                 {**data, "repeat_of": earlier.index},
                 repeated=True,
             )
-        may_tf32 = bool(self.job.get("allow_tf32")) or precision in ("tf32", "tf32x3")
-        findings = scan(source, allow_tf32=may_tf32)
+        findings = scan(source, allow_tf32=may_switch_tf32(job_at_precision(self.job, attempt.precision)))
         if findings:
             attempt.failure = "rejected: static check"
             listed = "\n".join(f"line {f.line}: {f.message}" for f in findings[:5])

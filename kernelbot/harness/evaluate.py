@@ -43,8 +43,7 @@ class Handle:
         self.calls: int | None = None  # fixed after the first timing batch so later batches compare
         self.sandbox: Sandbox | None = None
         if candidate is not None and static_check:
-            may_tf32 = bool(job.get("allow_tf32")) or job.get("candidate_precision") in ("tf32", "tf32x3")
-            findings = _static_findings(Path(candidate), may_tf32, require_kernel)
+            findings = _static_findings(Path(candidate), may_switch_tf32(job), require_kernel)
             if findings:  # caught before any of its code runs
                 self.failure = Evaluation(subject, "rejected", "static check: " + findings)
                 return
@@ -104,6 +103,12 @@ class Handle:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def may_switch_tf32(job: dict[str, Any]) -> bool:
+    """Whether a candidate of this job may switch TF32 on inside its own calls: where the policy allows TF32,
+    or where it declared a precision that needs TF32 Tensor Cores (tf32, or tf32x3's emulated float32)."""
+    return bool(job.get("allow_tf32")) or job.get("candidate_precision") in ("tf32", "tf32x3")
 
 
 def _static_findings(path: Path, allow_tf32: bool, require_kernel: bool) -> str:
