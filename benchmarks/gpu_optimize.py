@@ -411,11 +411,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--done", type=Path, nargs="*", default=[], help="rows files whose operators to skip")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--only", help="comma-separated substrings of operator labels to keep")
+    p.add_argument("--first", help="comma-separated substrings: those operators go first (before a deadline)")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     items = shard(targets(), a.shard)
     if a.only:
         items = [t for t in items if any(s in t.label for s in a.only.split(","))]
+    if a.first:  # stable: the rest keep their order
+        items.sort(key=lambda t: not any(s in t.label for s in a.first.split(",")))
     if a.mode == "list":
         print("\n".join(t.label for t in items))
         return 0

@@ -12,8 +12,11 @@
 #   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
 # The fourth session (tf32x3, compile baseline timed twice): the GPU tests beside the warm stage, then the table:
 #   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" bash ... table; more; more2
-# Next: PROBE=1 adds benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum);
-# add tests/test_gpu_timing.py (side stream vs a loaded runner) to GPU_TESTS.
+# The fifth session (timing protocol 2: no autograd in timed calls; analysis facts cached by the warm stage):
+#   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py tests/test_gpu_timing.py" \
+#     PROBE=1 WARM_S=400 FIRST=35_,36_,37_ bash ... table; then more, more2 with FIRST the same
+# PROBE=1 runs benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum); FIRST
+# puts those operators first in `timed` (the level-3 networks were cut by the calls' ends before).
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -115,7 +118,7 @@ table | more*)  # more, more2, ...: each call its own folder
     left=$((${CALL_S:-555} - SECONDS))
     for g in 0 1; do
         (CUDA_VISIBLE_DEVICES=$g taskset -c $((g * 16))-$((g * 16 + 15)) python3 benchmarks/gpu_optimize.py timed \
-            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --done $done \
+            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --first "${FIRST:-}" --done $done \
             >"$out/timed$g.log" 2>&1) &
     done
     wait

@@ -110,7 +110,12 @@ def optimize_operator(
     job = spec.job(root, fingerprint.device)
     settings = settings_for(config, baselines.cache_root(fingerprint.key))
     progress(f"{spec.name}: analysing the operator")
-    facts = analyze_operator(job, rules_for_analysis or [])
+    facts = analyze_operator(
+        job,
+        rules_for_analysis or [],
+        cache_dir=baselines.cache_root(fingerprint.key),
+        spec_hash=spec.spec_hash(root),
+    )
     facts["eager_ms"] = check.eager.timing.median_ms if check.eager.timing else None
     policy: PrecisionPolicy = (
         spec.decl.precision if spec.decl and spec.decl.precision else None

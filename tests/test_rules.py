@@ -232,3 +232,32 @@ def test_a_bad_rule_file_is_one_line_naming_file_and_key(tmp_path: Path) -> None
     )
     with pytest.raises(ConfigError, match="must equal the file name"):
         load_rules(tmp_path)
+
+
+def test_analysis_facts_are_cached_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from kernelbot.agents import analysis
+
+    (tmp_path / "op.py").write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, d, x):\n"
+        "        return torch.diag(d) @ x\n\ndef get_inputs():\n    return [torch.randn(8), torch.randn(8, 4)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    job = {"kind": "kernelbench", "root": str(tmp_path), "device": "cpu", "file": "op.py"}
+    cache = tmp_path / "cache"
+    first = analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1")
+    assert first["rewrites"]["diag_matmul"]["applied"] and "analysis_failed" not in first
+    runs: list[object] = []
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: runs.append(a) or real_run(*a, **k))
+    assert analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1") == first
+    assert runs == []  # from the cache
+    # Another version of the operator, or other rewrites asked for: analysed again.
+    analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v2")
+    assert analysis.analyze_operator(job, [], cache_dir=cache, spec_hash="v1")["rewrites"] == {}
+    assert len(runs) == 2
+    # A failed analysis (here: a timeout) is not remembered: it may be the machine's fault.
+    failed = analysis.analyze_operator(job, ["x"], timeout_s=0.001, cache_dir=cache, spec_hash="v1")
+    assert failed["analysis_failed"] and failed["traceable"] is False
+    assert analysis.analyze_operator(job, ["x"], cache_dir=cache, spec_hash="v1")["traceable"] is True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import subprocess
 import sys
@@ -12,8 +14,50 @@ from typing import Any
 from kernelbot.harness.sandbox import worker_env
 
 
-def analyze_operator(job: dict[str, Any], rewrites: list[str], timeout_s: float = 120.0) -> dict[str, Any]:
-    """Facts about the operator (ops, modules, shapes, which rewrites apply). Failures become facts too."""
+@functools.cache
+def _code_version() -> str:
+    """What the facts are computed by: the tracer, its rewrites and the loader, as one content hash."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([*(package / "agents").glob("*.py"), *(package / "harness").glob("*.py")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def analyze_operator(
+    job: dict[str, Any],
+    rewrites: list[str],
+    timeout_s: float = 120.0,
+    *,
+    cache_dir: Path | None = None,
+    spec_hash: str = "",
+) -> dict[str, Any]:
+    """Facts about the operator (ops, modules, shapes, which rewrites apply). Failures become facts too.
+
+    With `cache_dir`, facts of a finished analysis are kept there, keyed by the operator's content
+    (`spec_hash`), the job, the rewrites asked for and kernelbot's own analysis code: the trace runs the
+    operator at full size on the CPU (seconds each time), and the facts cannot change while none of those do.
+    """
+    key = hashlib.sha256(
+        json.dumps([spec_hash, job, sorted(rewrites), _code_version()], sort_keys=True).encode()
+    ).hexdigest()[:24]
+    path = cache_dir / "analysis" / f"{key}.json" if cache_dir is not None and spec_hash else None
+    if path is not None:
+        try:
+            cached: dict[str, Any] = json.loads(path.read_text())
+            return cached
+        except (OSError, ValueError):
+            pass  # absent or unreadable: analyse again
+    facts = _analyze(job, rewrites, timeout_s)
+    if path is not None and "analysis_failed" not in facts:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{id(facts)}.tmp")
+        tmp.write_text(json.dumps(facts))
+        tmp.replace(path)
+    return facts
+
+
+def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kernelbot-trace-") as tmp:
         request, answer = Path(tmp) / "in.json", Path(tmp) / "out.json"
         request.write_text(json.dumps({"job": {**job, "device": "cpu"}, "rewrites": rewrites}))
@@ -27,10 +71,15 @@ def analyze_operator(job: dict[str, Any], rewrites: list[str], timeout_s: float 
             )
             result = json.loads(answer.read_text())
         except subprocess.TimeoutExpired:
-            return {"traceable": False, "trace_error": f"analysis timed out after {timeout_s:g} s"}
+            return _failed(f"analysis timed out after {timeout_s:g} s")
         except (OSError, ValueError) as exc:
-            return {"traceable": False, "trace_error": f"analysis failed: {exc}"}
+            return _failed(f"analysis failed: {exc}")
     if not result.get("ok"):
-        return {"traceable": False, "trace_error": result.get("error", "analysis failed")}
+        return _failed(result.get("error", "analysis failed"))
     facts: dict[str, Any] = result["facts"]
     return facts
+
+
+def _failed(why: str) -> dict[str, Any]:
+    """No facts: rules that need them do not match. Marked so that it is not cached (it may be the machine)."""
+    return {"traceable": False, "trace_error": why, "analysis_failed": True}
