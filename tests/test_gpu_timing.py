@@ -33,12 +33,20 @@ def _job() -> dict:
     return kernelbench_spec("31_small_matmul.py").job(PROBLEMS, "cuda")
 
 
-def test_a_side_stream_is_still_hidden_work() -> None:
+def test_a_side_stream_is_never_timed_as_fast() -> None:
+    """H200, 2026-11-30 (protocol 2): this cheat was timed "ok" at about 0.02 ms against the product's 0.065 ms;
+    the likely gap: the verdict's margin (1.5x + 0.5 ms) is half a 1 ms sample. Now a sample counts at least its
+    wall time less the host latency (timing.counted_ms): rejected, or timed like the product itself."""
     cheat = REPO / "tests" / "adversarial" / "cheats" / "side_stream.py"
     ev = evaluate(_job(), "candidate", SETTINGS, candidate=str(cheat), static_check=False)
-    assert ev.status in ("rejected", "incorrect"), ev.reason  # never timed as if it were fast
     if ev.status == "rejected":
         assert "anti-hack" in ev.reason
+        return
+    assert ev.status == "ok" and ev.timing is not None, ev.reason
+    eager = evaluate(_job(), "eager", SETTINGS)
+    assert eager.timing is not None, eager.reason
+    assert ev.timing.median_ms > eager.timing.median_ms / 1.05, (ev.timing, eager.timing)
+    assert ev.timing.wall_bound > 0  # it was the wall time that caught it
 
 
 @pytest.fixture

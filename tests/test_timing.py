@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from kernelbot.harness import timing
-from kernelbot.harness.timing import HIDDEN_WORK_MARGIN_MS, MIN_CPU_SHARE, Timer, gpu_sample_verdict
+from kernelbot.harness.timing import (
+    HIDDEN_WORK_MARGIN_MS,
+    MIN_CPU_SHARE,
+    Timer,
+    counted_ms,
+    gpu_sample_verdict,
+)
 
 
 @pytest.mark.parametrize(
@@ -59,3 +65,30 @@ def test_past_the_retake_cap_a_descheduled_sample_counts_its_own_time() -> None:
     samples = _measure(ScriptedTimer(script), max_samples=2)
     assert samples.descheduled == 4 * 2  # retaken up to the cap, then recorded as measured (the wall time)
     assert samples.times_ms == pytest.approx([9.0, 9.0])
+
+
+@pytest.mark.parametrize(
+    ("wall_ms", "gpu_ms", "verdict", "counted"),
+    [
+        (1.03, 1.0, "ok", 1.0),  # within the host latency: the event time
+        (1.0, 0.35, "ok", 0.95),  # a side stream inside the verdict's margin: the wall time less the latency
+        (5.0, 1.0, "hidden", 5.0),  # hidden work counts whole, as well as being held against the subject
+        (5.0, 1.0, "descheduled", 5.0),
+    ],
+)
+def test_a_gpu_sample_never_counts_less_than_its_wall_time_less_the_host_latency(
+    wall_ms: float, gpu_ms: float, verdict: str, counted: float
+) -> None:
+    assert gpu_sample_verdict(wall_ms, gpu_ms, 1.0) == verdict or verdict == "descheduled"
+    assert counted_ms(wall_ms, gpu_ms, 0.05, verdict) == pytest.approx(counted)
+
+
+def test_samples_count_those_bounded_by_their_wall_time() -> None:
+    class WallBound(ScriptedTimer):
+        def one_sample(self, fn: Any, input_sets: list[list[Any]], calls: int) -> tuple[float, list[Any]]:
+            seconds, self.last_wall_bound = next(self.script, (1e-3, False))
+            return seconds, [None] * len(input_sets)
+
+    warmup = [(1e-3, True)] * timing.WARMUP_SAMPLES  # warm-up samples are not tallied
+    samples = _measure(WallBound([*warmup, (1e-3, False), (2e-3, True), (1e-3, False)]), max_samples=3)
+    assert samples.wall_bound == 1 and samples.times_ms == pytest.approx([1.0, 2.0, 1.0])

@@ -131,6 +131,7 @@ def timing_from(answers: list[dict[str, Any]]) -> Timing:
         sm_clock_mhz=clocks,
         l2_flush=last["l2_flush"],
         l2_persist_reset=last["l2_persist_reset"],
+        wall_bound=sum(a.get("wall_bound", 0) for a in answers),
     )
 
 

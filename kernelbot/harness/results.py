@@ -11,7 +11,8 @@ from scipy import stats
 SCHEMA_VERSION = 1  # bump when a field changes meaning; stored with every JSON and database row
 # Bump when what a timing means changes (harness/timing.py, worker.py): cached baselines of another protocol
 # are measured again. 2: calls run without autograd, as they are checked (1 timed them recording autograd).
-TIMING_PROTOCOL = 2
+# 3: a GPU sample counts at least its wall time less the host latency (timing.counted_ms).
+TIMING_PROTOCOL = 3
 
 STATUSES = ("ok", "incorrect", "crashed", "timeout", "build_error", "rejected")
 
@@ -30,6 +31,9 @@ class Timing:
     l2_flush: bool = False  # L2 was flushed before each sample
     l2_persist_reset: bool = False  # the persisting-L2 carve-out was reset before each sample
     other_runs_ms: list[float] = field(default_factory=list)  # medians of the same subject's other sandboxes
+    wall_bound: int = (
+        0  # GPU samples that counted their wall time, not just the timed stream's (timing.counted_ms)
+    )
 
     @classmethod
     def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:

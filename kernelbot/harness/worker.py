@@ -243,6 +243,7 @@ class Session:
             "sm_clock_mhz": samples.sm_clock_mhz,
             "l2_flush": samples.l2_flush,
             "l2_persist_reset": samples.l2_persist_reset,
+            "wall_bound": samples.wall_bound,
         }
 
 
