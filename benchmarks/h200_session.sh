@@ -15,6 +15,9 @@
 # The fifth session (timing protocol 2: no autograd in timed calls; analysis facts cached by the warm stage):
 #   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py tests/test_gpu_timing.py" \
 #     PROBE=1 WARM_S=400 FIRST=35_,36_,37_ bash ... table; then more, more2 with FIRST the same
+# Next: the GPU tests alone on an idle GPU first (the side-stream test of run 5 shared GPU 0 with the warm
+# stage), e.g. KERNELBOT_ADVERSARIAL_DEVICE=cuda python3 -m pytest -o addopts= -m "not slow" tests/test_adversarial.py
+#   and python3 -m pytest -o addopts= -m gpu tests/test_gpu_timing.py, then the table under timing protocol 3.
 # PROBE=1 runs benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum); FIRST
 # puts those operators first in `timed` (the level-3 networks were cut by the calls' ends before).
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither

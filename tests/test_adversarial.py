@@ -26,6 +26,9 @@ from kernelbot.harness.staticcheck import scan
 HERE = Path(__file__).parent / "adversarial"
 OPS, CHEATS, HONEST = HERE / "ops", HERE / "cheats", HERE / "honest"
 
+# `KERNELBOT_ADVERSARIAL_DEVICE=cuda` runs the same suite on a GPU machine (the runtime layer's GPU paths:
+# events, syncs, streams); CI runs it on the CPU.
+DEVICE = os.environ.get("KERNELBOT_ADVERSARIAL_DEVICE", "cpu")
 SETTINGS = Settings(time_budget_s=0.3, min_samples=10, max_samples=12, timeout_s=30, seeds=5)
 HANG_SETTINGS = Settings(time_budget_s=0.3, min_samples=10, max_samples=12, timeout_s=4, seeds=5)
 
@@ -35,7 +38,7 @@ def _kernelbench(file: str) -> dict[str, Any]:
         "kind": "kernelbench",
         "root": str(OPS),
         "file": file,
-        "device": "cpu",
+        "device": DEVICE,
         "allow_tf32": False,
         "atol": None,
         "rtol": None,
@@ -53,7 +56,7 @@ JOBS: dict[str, dict[str, Any]] = {
         "inputs": "declared_scale.py:make_inputs",
         "shapes": [[16, 32], [7, 9]],
         "dtypes": ["float32"],
-        "device": "cpu",
+        "device": DEVICE,
         "allow_tf32": False,
         "atol": None,
         "rtol": None,

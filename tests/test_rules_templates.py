@@ -224,7 +224,8 @@ def test_a_network_of_many_small_kernels_counts_as_launch_bound(ops: Path, rules
         assert rule.matches(conv | {"eager_ms": 0.06}, "cuda", "kernelbench", NONE) is None  # 20 us a kernel
         why = rule.matches(conv | {"eager_ms": 0.3}, "cuda", "kernelbench", NONE)  # 100 us a kernel
         assert why is not None and "per kernel" in why, why
-        mlp = conv | {"eager_ms": 0.224, "kernels": 7}  # 34_mlp_small_batch on the H200 (run 5): 32 us a kernel
+        # 34_mlp_small_batch on the H200 (run 5): 32 us a kernel
+        mlp = conv | {"eager_ms": 0.224, "kernels": 7}
         assert rule.matches(mlp, "cuda", "kernelbench", NONE) is None, rule_id
         many = conv | {"eager_ms": 0.3, "kernels": 15}
         assert rule.matches(many, "cuda", "kernelbench", NONE) is None, rule_id
