@@ -418,19 +418,9 @@ class LLMAgent:
                 return "Finished without a candidate."
             self._stop("the model finished without a candidate that passed its checks")
             return f"Nothing to submit: the current candidate failed ({current.failure if current else ''})."
-        choice.submitted = True
         self._awaiting = (call_id, choice)
-        self._turn_attempt[len(self.transcript) - 1] = choice.index  # the reply that called finish
-        for turn_index, attempt_index in self._turn_attempt.items():
-            if attempt_index == choice.index:
-                self.transcript[turn_index].candidate = next_candidate
         self.progress(f"submitting attempt {choice.index} to the pipeline")
-        return Proposal(
-            choice.source,
-            origin=f"llm:{self.endpoint.model}",
-            description=choice.description or f"written by {self.endpoint.model} (attempt {choice.index})",
-            precision=choice.precision,
-        )
+        return self._submit(choice, next_candidate)  # the reply that called finish is the last turn
 
     def _pipeline_result(self, fb: Feedback, candidate: int) -> None:
         assert self._awaiting is not None
@@ -463,18 +453,22 @@ class LLMAgent:
         best = self._toolbox.best_verified()
         if best is None or best.submitted:
             return None
-        best.submitted = True
         self._event(f"submitting attempt {best.index}, the best verified one, before stopping")
-        index = len(self.transcript) - 1
-        self._turn_attempt[index] = best.index
+        return self._submit(best, next_candidate)
+
+    def _submit(self, attempt: Attempt, next_candidate: int) -> Proposal:
+        """The attempt as the pipeline's next candidate; every turn that wrote or submitted it is marked so."""
+        attempt.submitted = True
+        self._turn_attempt[len(self.transcript) - 1] = attempt.index
         for turn_index, attempt_index in self._turn_attempt.items():
-            if attempt_index == best.index:
+            if attempt_index == attempt.index:
                 self.transcript[turn_index].candidate = next_candidate
         return Proposal(
-            best.source, origin=f"llm:{self.endpoint.model}",
-            description=best.description or f"written by {self.endpoint.model} (attempt {best.index})",
-            precision=best.precision,
-        )  # fmt: skip
+            attempt.source,
+            origin=f"llm:{self.endpoint.model}",
+            description=attempt.description or f"written by {self.endpoint.model} (attempt {attempt.index})",
+            precision=attempt.precision,
+        )
 
     # -- the transcript --------------------------------------------------------------------------
 
