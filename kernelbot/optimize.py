@@ -108,14 +108,10 @@ def optimize_operator(
     deadline = time.monotonic() + (time_s or config.agent.time_s)
     check = check_operator(spec, root, config, fingerprint, with_compile=True, progress=progress)
     job = spec.job(root, fingerprint.device)
-    settings = settings_for(config, baselines.cache_root(fingerprint.key))
+    cache = baselines.cache_root(fingerprint.key)
+    settings = settings_for(config, cache)
     progress(f"{spec.name}: analysing the operator")
-    facts = analyze_operator(
-        job,
-        rules_for_analysis or [],
-        cache_dir=baselines.cache_root(fingerprint.key),
-        spec_hash=spec.spec_hash(root),
-    )
+    facts = analyze_operator(job, rules_for_analysis or [], cache_dir=cache, spec_hash=spec.spec_hash(root))
     facts["eager_ms"] = check.eager.timing.median_ms if check.eager.timing else None
     policy: PrecisionPolicy = (
         spec.decl.precision if spec.decl and spec.decl.precision else None

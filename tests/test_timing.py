@@ -68,18 +68,18 @@ def test_past_the_retake_cap_a_descheduled_sample_counts_its_own_time() -> None:
 
 
 @pytest.mark.parametrize(
-    ("wall_ms", "gpu_ms", "verdict", "counted"),
+    ("wall_ms", "gpu_ms", "cpu_share", "counted"),
     [
-        (1.03, 1.0, "ok", 1.0),  # within the host latency: the event time
-        (1.0, 0.35, "ok", 0.95),  # a side stream inside the verdict's margin: the wall time less the latency
-        (5.0, 1.0, "hidden", 5.0),  # hidden work counts whole, as well as being held against the subject
-        (5.0, 1.0, "descheduled", 5.0),
+        (1.03, 1.0, 1.0, 1.0),  # within the host latency: the event time
+        (1.0, 0.35, 1.0, 0.95),  # a side stream inside the verdict's margin: the wall time less the latency
+        (5.0, 1.0, 1.0, 5.0),  # hidden work counts whole, as well as being held against the subject
+        (5.0, 1.0, 0.3, 5.0),  # descheduled
     ],
 )
 def test_a_gpu_sample_never_counts_less_than_its_wall_time_less_the_host_latency(
-    wall_ms: float, gpu_ms: float, verdict: str, counted: float
+    wall_ms: float, gpu_ms: float, cpu_share: float, counted: float
 ) -> None:
-    assert gpu_sample_verdict(wall_ms, gpu_ms, 1.0) == verdict or verdict == "descheduled"
+    verdict = gpu_sample_verdict(wall_ms, gpu_ms, cpu_share)
     assert counted_ms(wall_ms, gpu_ms, 0.05, verdict) == pytest.approx(counted)
 
 

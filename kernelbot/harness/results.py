@@ -31,9 +31,8 @@ class Timing:
     l2_flush: bool = False  # L2 was flushed before each sample
     l2_persist_reset: bool = False  # the persisting-L2 carve-out was reset before each sample
     other_runs_ms: list[float] = field(default_factory=list)  # medians of the same subject's other sandboxes
-    wall_bound: int = (
-        0  # GPU samples that counted their wall time, not just the timed stream's (timing.counted_ms)
-    )
+    # GPU samples that counted their wall time, not just the timed stream's event time (timing.counted_ms)
+    wall_bound: int = 0
 
     @classmethod
     def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:
