@@ -324,6 +324,27 @@ def test_fused_epilogue_fires_on_a_chain_not_on_one_op(ops: Path, rules: dict[st
     )
 
 
+def test_fused_epilogue_fires_on_a_pointwise_graph_not_only_a_chain(
+    ops: Path, rules: dict[str, Rule], tmp_path: Path
+) -> None:
+    """x * sigmoid(x) ends in a product of two tensors: the tail is a graph the kernel fuses, not a chain."""
+    rule = rules["fused-elementwise-epilogue"]
+    soup = _facts(ops, "pointwise_soup")
+    assert soup["pointwise_tail"] == len(soup["epilogue"]["ops"]) >= 10
+    assert rule.matches(soup, "cuda", "kernelbench", NONE) is None
+    (tmp_path / "silu.py").write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x * torch.sigmoid(x)\n\ndef get_inputs():\n    return [torch.randn(4, 8)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    silu = analyze(_job(tmp_path, "silu"), [])
+    assert silu["epilogue"]["ops"] == ["sigmoid", "mul"] and silu["pointwise_tail"] == 2
+    assert rule.matches(silu, "cuda", "kernelbench", NONE) is None
+    single = _facts(ops, "linear_relu")
+    assert single["pointwise_tail"] == 0
+    assert rule.matches(single, "cuda", "kernelbench", NONE) == "needs a fusable tail of 2 pointwise ops"
+
+
 def _cpu_kernel(source: str, tmp: Path) -> Any:
     """The generated CUDA kernel compiled as C++ for one CPU 'thread' (a grid of 1x1), to check its math."""
     cuda = re.search(r'_SOURCE = r"""(.*?)"""', source, re.S)

@@ -35,7 +35,9 @@ class Match(_Strict):
     min_eager_ms: float | None = None
     traceable: bool = False  # needs a torch.fx trace of forward
     rewrite_applies: bool = False  # the rewrite named in `produces` must find its pattern (dry run)
-    pointwise_tail: int = 0  # at least this many pointwise ops end the graph (fused epilogues)
+    pointwise_tail: int = (
+        0  # at least this many pointwise ops end the graph, fusable as one (epilogue.describe)
+    )
 
 
 class Produces(_Strict):
@@ -94,7 +96,7 @@ class Rule(_Strict):
             ),
             (
                 facts.get("pointwise_tail", 0) >= m.pointwise_tail,
-                f"needs {m.pointwise_tail} trailing pointwise ops",
+                f"needs a fusable tail of {m.pointwise_tail} pointwise ops",
             ),
             (
                 precision_allowed(self.precision, policy),

@@ -24,42 +24,6 @@ from kernelbot.agents.rewrites_conv import conv_bn_fold  # noqa: F401  (importin
 from kernelbot.agents.rewrites_tf32x3 import tf32x3_products  # noqa: F401  (likewise)
 from kernelbot.harness.loader import Operator
 
-# Ops that map elementwise (a fused epilogue can absorb a chain of these).
-POINTWISE = {
-    "add",
-    "sub",
-    "mul",
-    "truediv",
-    "div",
-    "relu",
-    "gelu",
-    "sigmoid",
-    "tanh",
-    "clamp",
-    "clamp_min",
-    "clamp_max",
-    "neg",
-    "exp",
-    "abs",
-    "silu",
-    "leaky_relu",
-    "hardtanh",
-    "hardswish",
-    "softplus",
-    "mish",
-    "elu",
-    "selu",
-    "sqrt",
-    "rsqrt",
-    "log",
-    "where",
-    "maximum",
-    "minimum",
-    "sin",
-    "cos",
-    "square",
-}
-
 
 def op_name(node: fx.Node, gm: fx.GraphModule) -> str | None:
     if node.op == "call_function":
@@ -69,20 +33,6 @@ def op_name(node: fx.Node, gm: fx.GraphModule) -> str | None:
     if node.op == "call_module":
         return type(gm.get_submodule(str(node.target))).__name__.lower()
     return None
-
-
-def pointwise_tail(gm: fx.GraphModule) -> int:
-    """How many pointwise ops end the graph in a single chain before the output."""
-    output = next(n for n in gm.graph.nodes if n.op == "output")
-    node = output.args[0]
-    count = 0
-    while isinstance(node, fx.Node) and op_name(node, gm) in POINTWISE:
-        count += 1
-        tensors = [a for a in node.args if isinstance(a, fx.Node)]
-        if len(tensors) != 1:  # a binary op with two tensor inputs ends a simple chain
-            break
-        node = tensors[0]
-    return count
 
 
 ALLOCATIONS = {"empty", "empty_like", "empty_strided"}  # memory only: no kernel
@@ -142,11 +92,12 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
         return facts
     facts["traceable"] = True
     facts["ops"] = sorted({name for node in gm.graph.nodes if (name := op_name(node, gm))})
-    facts["pointwise_tail"] = pointwise_tail(gm)
-    try:  # the fused-epilogue rule's view of the trailing pointwise chain; absent when it cannot describe it
+    try:  # the pointwise ops that end the graph, as one kernel could compute them; None where it cannot
         facts["epilogue"] = epilogue.describe(gm, job)
     except Exception:
         facts["epilogue"] = None
+    # One definition of the fusable tail (a chain, or a graph such as x * sigmoid(x)): the epilogue's ops.
+    facts["pointwise_tail"] = len(facts["epilogue"]["ops"]) if facts["epilogue"] else 0
     for name in rewrites:
         rewrite = REWRITES.get(name)
         if rewrite is None:
