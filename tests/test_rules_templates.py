@@ -105,6 +105,26 @@ OPERATORS = {
         def get_init_inputs():
             return []
     """,
+    "scale_bias_gelu": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = nn.Parameter(torch.rand(3, 1, 1) + 0.5)  # per channel of NCHW
+                self.bias = nn.Parameter(torch.randn(5))  # along the last dim
+
+            def forward(self, x):
+                return F.gelu(x * self.scale + self.bias).clamp(-0.1, 2.0)
+
+        def get_inputs():
+            return [torch.randn(2, 3, 4, 5)]
+
+        def get_init_inputs():
+            return []
+    """,
     "pointwise_soup": """
         import torch
         import torch.nn as nn
@@ -364,7 +384,7 @@ def _cpu_kernel(source: str, tmp: Path) -> Any:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to check the generated kernel's math on CPU")
-@pytest.mark.parametrize("name", ["linear_gelu_scale_clamp", "pointwise_soup"])
+@pytest.mark.parametrize("name", ["linear_gelu_scale_clamp", "pointwise_soup", "scale_bias_gelu"])
 def test_fused_epilogue_kernel_math_matches_torch(
     ops: Path, rules: dict[str, Rule], tmp_path: Path, name: str
 ) -> None:
@@ -392,31 +412,26 @@ def test_fused_epilogue_kernel_math_matches_torch(
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
 
 
-def test_epilogue_leaves_broadcast_operands_in_the_prefix(tmp_path: Path) -> None:
-    (tmp_path / "bias.py").write_text(
-        textwrap.dedent("""
-        import torch
-        import torch.nn as nn
-
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.bias = nn.Parameter(torch.randn(16))
-
-            def forward(self, x):
-                return torch.tanh(x + self.bias).mul(3.0).relu()
-
-        def get_inputs():
-            return [torch.randn(4, 16)]
-
-        def get_init_inputs():
-            return []
-    """)
-    )
-    described = epilogue.describe_job(_job(tmp_path, "bias"))
+def test_epilogue_reads_broadcast_operands_in_place(ops: Path) -> None:
+    described = epilogue.describe_job(_job(ops, "scale_bias_gelu"))
     assert described is not None
-    assert described["ops"] == ["tanh", "mul", "relu"]  # x + bias broadcasts: computed before the kernel
-    assert "bias" in described["prefix_code"]
+    assert described["ops"] == ["mul", "add", "gelu", "clamp"]  # the scale and the bias are fused too
+    assert described["input_shapes"] == [[2, 3, 4, 5], [3, 1, 1], [5]]
+    assert described["index"] == ["i", "((i / 20LL) % 3LL)", "(i % 5LL)"]
+    assert epilogue.index_expression((4, 1), (2, 4, 3)) == "((i / 3LL) % 4LL)"
+    assert epilogue.index_expression((2, 1, 3), (2, 4, 3)) == "(i / 12LL) * 3LL + (i % 3LL)"
+    assert epilogue.index_expression((1,), (7, 5)) == "0"
+
+
+def test_a_broadcasting_epilogue_refuses_shapes_it_was_not_built_for(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    rule = rules["fused-elementwise-epilogue"]
+    source = _render(rule, ops, "scale_bias_gelu", _facts(ops, "scale_bias_gelu"), "cuda")
+    candidate: dict[str, Any] = {}
+    exec(compile(source.replace("import cupy", "cupy = None"), "candidate", "exec"), candidate)
+    with pytest.raises(ValueError, match=r"built for input shapes \[\[2, 3, 4, 5\], \[3, 1, 1\], \[5\]\]"):
+        candidate["_launch"]([torch.zeros(2, 3, 4, 6), torch.zeros(3, 1, 1), torch.zeros(6)])
 
 
 def test_fused_epilogue_without_a_described_chain_renders_a_clear_build_error(

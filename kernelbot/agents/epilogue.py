@@ -2,7 +2,8 @@
 
 The tracer stores `describe(gm, job)` as `facts["epilogue"]`; the `fused-elementwise-epilogue` rule renders it
 into one CUDA kernel (templates/kernels/elementwise.cu.j2) launched after the prefix (fused_epilogue.py.j2).
-Only float32 tensors of the output's exact shape are fused (no broadcasting); anything else stays in the prefix.
+The fused ops compute float32 values of the output's shape; the tensors they read may be float32 tensors of a shape
+that broadcasts to it (a bias, a per-channel scale), indexed in place by the kernel. Anything else stays in the prefix.
 """
 
 from __future__ import annotations
@@ -140,6 +141,30 @@ def _meta(node: object) -> tuple[tuple[int, ...], torch.dtype] | None:
     return (tuple(meta.shape), meta.dtype) if meta is not None and hasattr(meta, "shape") else None
 
 
+def _broadcasts(meta: tuple[tuple[int, ...], torch.dtype] | None, shape: tuple[int, ...]) -> bool:
+    """A float32 tensor whose shape broadcasts to `shape` (right-aligned, each size equal or 1)."""
+    if meta is None or meta[1] != torch.float32 or len(meta[0]) > len(shape):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(meta[0]), reversed(shape), strict=False))
+
+
+def index_expression(operand: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """The C expression of the element of a contiguous `operand` that broadcasts to output element `i`."""
+    if tuple(operand) == tuple(shape):
+        return "i"
+    padded = (1,) * (len(shape) - len(operand)) + tuple(operand)
+    out_strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    in_strides = [math.prod(padded[d + 1 :]) for d in range(len(shape))]
+    terms = []
+    for d, size in enumerate(padded):
+        if size == 1:
+            continue  # broadcast along d: the same element for every index there
+        coord = "i" if out_strides[d] == 1 else f"(i / {out_strides[d]}LL)"
+        coord = coord if d == 0 else f"({coord} % {shape[d]}LL)"
+        terms.append(coord if in_strides[d] == 1 else f"{coord} * {in_strides[d]}LL")
+    return " + ".join(terms) or "0"
+
+
 def _model_class(source: str) -> tuple[ast.Module, ast.ClassDef] | None:
     tree = ast.parse(source)
     for node in tree.body:
@@ -202,7 +227,7 @@ def describe(gm: fx.GraphModule, job: dict[str, Any]) -> dict[str, Any] | None:
     for node in reversed(list(gm.graph.nodes)):
         users_inside = node is final or (bool(node.users) and all(u in fused for u in node.users))
         operands = [a for a in (*node.args, *node.kwargs.values()) if isinstance(a, fx.Node)]
-        same = all(_meta(a) == (shape, dtype) for a in operands) and _meta(node) == (shape, dtype)
+        same = all(_broadcasts(_meta(a), shape) for a in operands) and _meta(node) == (shape, dtype)
         if users_inside and same and _fusable(node, gm):
             fused.add(node)
         elif node is final:
@@ -212,11 +237,12 @@ def describe(gm: fx.GraphModule, job: dict[str, Any]) -> dict[str, Any] | None:
     for node in order:
         for arg in (*node.args, *node.kwargs.values()):
             if isinstance(arg, fx.Node) and arg not in fused and arg not in inputs:
-                if _meta(arg) != (shape, dtype):
+                if not _broadcasts(_meta(arg), shape):
                     return None
                 inputs.append(arg)
     if len(order) < MIN_OPS or not 1 <= len(inputs) <= MAX_INPUTS:
         return None
+    input_shapes = [m[0] for n in inputs if (m := _meta(n)) is not None]  # every input has one (_broadcasts)
     var = {node: f"x{i}" for i, node in enumerate(inputs)}
     statements = []
     for i, node in enumerate(order):
@@ -244,6 +270,8 @@ def describe(gm: fx.GraphModule, job: dict[str, Any]) -> dict[str, Any] | None:
         "statements": statements,
         "result": var[final],
         "shape": list(shape),
+        "input_shapes": [list(m) for m in input_shapes],
+        "index": [index_expression(m, shape) for m in input_shapes],
         "prefix_code": code,
         **parts,
     }
