@@ -253,6 +253,12 @@ def test_analysis_facts_are_cached_by_content(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: runs.append(a) or real_run(*a, **k))
     assert analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1") == first
     assert runs == []  # from the cache
+    elsewhere = tmp_path / "worktree"  # the same operator checked out elsewhere (a review's worktree)
+    elsewhere.mkdir()
+    (elsewhere / "op.py").write_text((tmp_path / "op.py").read_text())
+    moved = {**job, "root": str(elsewhere)}
+    assert analysis.analyze_operator(moved, ["diag_matmul"], cache_dir=cache, spec_hash="v1") == first
+    assert runs == []
     # Another version of the operator, or other rewrites asked for: analysed again.
     analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v2")
     assert analysis.analyze_operator(job, [], cache_dir=cache, spec_hash="v1")["rewrites"] == {}

@@ -38,8 +38,11 @@ def analyze_operator(
     (`spec_hash`), the job, the rewrites asked for and kernelbot's own analysis code: the trace runs the
     operator at full size on the CPU (seconds each time), and the facts cannot change while none of those do.
     """
+    # Not the checkout's path: a review traces each side in a new temporary worktree, and the spec hash
+    # already covers the operator's files (as the baseline cache's key does).
+    where = {k: v for k, v in job.items() if k != "root"}
     key = hashlib.sha256(
-        json.dumps([spec_hash, job, sorted(rewrites), _code_version()], sort_keys=True).encode()
+        json.dumps([spec_hash, where, sorted(rewrites), _code_version()], sort_keys=True).encode()
     ).hexdigest()[:24]
     path = cache_dir / "analysis" / f"{key}.json" if cache_dir is not None and spec_hash else None
     if path is not None:
