@@ -18,6 +18,9 @@
 # Next: the GPU tests alone on an idle GPU first (the side-stream test of run 5 shared GPU 0 with the warm
 # stage), e.g. KERNELBOT_ADVERSARIAL_DEVICE=cuda python3 -m pytest -o addopts= -m "not slow" tests/test_adversarial.py
 #   and python3 -m pytest -o addopts= -m gpu tests/test_gpu_timing.py, then the table under timing protocol 3.
+# The sixth session (timing protocol 3; the GPU tests, the adversarial suite first, on GPU 0 alone):
+#   GPU_TESTS="tests/test_gpu_timing.py tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" \
+#     ALONE=1 ADVERSARIAL=1 WARM_S=330 FIRST=35_,36_,37_,34_,19_,20_ CALL_S=570 bash ... table; then more, more2
 # PROBE=1 runs benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum); FIRST
 # puts those operators first in `timed` (the level-3 networks were cut by the calls' ends before).
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
@@ -98,21 +101,33 @@ table | more*)  # more, more2, ...: each call its own folder
         first_core=0
         if [ -n "${GPU_TESTS:-}" ]; then # on GPU 0 with 4 cores of its own, while the caches build
             first_core=4
+            [ -n "${ALONE:-}" ] && first_core=8 # ALONE=1: GPU 0 runs only the tests, GPU 1 warms every operator
             (
                 export CUDA_VISIBLE_DEVICES=0
-                timeout -k 5 "${WARM_S:-240}" taskset -c 0-3 python3 -m pytest -o addopts= -m gpu -q -rA \
-                    -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1
+                if [ -n "${ADVERSARIAL:-}" ]; then # the adversarial suite's runtime checks on this GPU
+                    KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "${ADV_S:-200}" taskset -c 0-$((first_core - 1)) \
+                        python3 -m pytest -o addopts= -m "not slow" -q -rA -p no:cacheprovider \
+                        tests/test_adversarial.py >"$out/pytest_adversarial_gpu.log" 2>&1
+                fi
+                timeout -k 5 "${WARM_S:-240}" taskset -c 0-$((first_core - 1)) python3 -m pytest -o addopts= -m gpu \
+                    -q -rA -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1
                 if [ -n "${PROBE:-}" ]; then # what accumulation error the tf32x3 GEMM leaves, and what fixes it
                     timeout -k 5 120 taskset -c 0-3 python3 benchmarks/probes/tf32x3_accuracy.py \
                         "$out/tf32x3_accuracy.json" >"$out/probe.log" 2>&1
                 fi
             ) &
         fi
-        for g in 0 1; do
-            (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16 + first_core * (1 - g)))-$((g * 16 + 15)) \
-                python3 benchmarks/gpu_optimize.py warm --shard "$g/2" --out "$out/warm$g" --workers 21 \
-                --cap-s 200 --done $done >"$out/warm$g.log" 2>&1) &
-        done
+        if [ -n "${ALONE:-}" ] && [ -n "${GPU_TESTS:-}" ]; then
+            (CUDA_VISIBLE_DEVICES=1 timeout -k 5 "${WARM_S:-240}" taskset -c $first_core-31 python3 \
+                benchmarks/gpu_optimize.py warm --out "$out/warm1" --workers 42 --cap-s 240 --done $done \
+                >"$out/warm1.log" 2>&1) &
+        else
+            for g in 0 1; do
+                (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16 + first_core * (1 - g)))-$((g * 16 + 15)) \
+                    python3 benchmarks/gpu_optimize.py warm --shard "$g/2" --out "$out/warm$g" --workers 21 \
+                    --cap-s 200 --done $done >"$out/warm$g.log" 2>&1) &
+            done
+        fi
         wait
         kill_sandboxes_on 0
         kill_sandboxes_on 1
