@@ -7,7 +7,7 @@ from torch import nn
 class LazyResult(torch.Tensor):
     @staticmethod
     def __new__(cls, a, b):
-        self = torch.Tensor._make_subclass(cls, torch.empty(a.shape[0], b.shape[1]))
+        self = torch.Tensor._make_subclass(cls, torch.empty(a.shape[0], b.shape[1], device=a.device))
         self._args = (a, b)
         return self
 
