@@ -140,7 +140,7 @@ def optimize_row(
         row.update(
             # samples, calls per sample, clocks: to tell a noisy baseline from a slow one afterwards
             baseline_timing={
-                name: {k: v for k, v in asdict(ev.timing).items() if k not in ("mean_ms", "std_ms")}
+                name: _timing_details(ev)
                 for name, ev in (("eager", check.eager), ("compile", check.compiled))
                 if ev is not None and ev.timing is not None
             },
@@ -161,7 +161,7 @@ def optimize_row(
                         "max_abs_err",
                     )
                 }
-                | {"reason": c.evaluation.reason[:300]}
+                | {"reason": c.evaluation.reason[:300], "timing": _timing_details(c.evaluation)}
                 for c in result.candidates
             ],
             skipped_rules=result.skipped,
@@ -172,6 +172,13 @@ def optimize_row(
         row["trace"] = traceback.format_exc()[-2000:]
     row["wall_s"] = round(time.monotonic() - started, 1)
     return row
+
+
+def _timing_details(ev: Any) -> dict[str, Any] | None:
+    """Samples, calls per sample, clocks, wall-bound counts: to tell a noisy or host-bound time from a slow one."""
+    if ev.timing is None:
+        return None
+    return {k: v for k, v in asdict(ev.timing).items() if k not in ("mean_ms", "std_ms")}
 
 
 def warm(items: list[Target], out: Path, workers: int, cap_s: float, device: str, log: Log) -> None:

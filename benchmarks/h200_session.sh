@@ -21,7 +21,11 @@
 # The sixth session (timing protocol 3; the GPU tests, the adversarial suite first, on GPU 0 alone):
 #   GPU_TESTS="tests/test_gpu_timing.py tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" \
 #     ALONE=1 ADVERSARIAL=1 WARM_S=330 FIRST=35_,36_,37_,34_,19_,20_ CALL_S=570 bash ... table; then more, more2
-# PROBE=1 runs benchmarks/probes/tf32x3_accuracy.py after the GPU tests (keep WARM_S above their sum); FIRST
+# Next (see results/2026-11-30-h200-x2-run6/README.md): the fused-epilogue kernel's bandwidth first, the rest of
+# the adversarial suite, then the table with the caches built 21 a GPU on both GPUs (not ALONE=1: 42 sandboxes
+# on one GPU made the runtime check reject 19 operators there, so their caches were never built), e.g.
+#   GPU_TESTS=tests/test_inputs.py ADVERSARIAL=1 ADV_S=420 PROBE=elementwise_bandwidth WARM_S=200 bash ... table
+# PROBE="name ..." runs benchmarks/probes/<name>.py after the GPU tests (PROBE=1: tf32x3_accuracy); FIRST
 # puts those operators first in `timed` (the level-3 networks were cut by the calls' ends before).
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
@@ -111,10 +115,12 @@ table | more*)  # more, more2, ...: each call its own folder
                 fi
                 timeout -k 5 "${WARM_S:-240}" taskset -c 0-$((first_core - 1)) python3 -m pytest -o addopts= -m gpu \
                     -q -rA -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1
-                if [ -n "${PROBE:-}" ]; then # what accumulation error the tf32x3 GEMM leaves, and what fixes it
-                    timeout -k 5 120 taskset -c 0-3 python3 benchmarks/probes/tf32x3_accuracy.py \
-                        "$out/tf32x3_accuracy.json" >"$out/probe.log" 2>&1
-                fi
+                probes=${PROBE:-}
+                [ "$probes" = 1 ] && probes=tf32x3_accuracy # run 5's spelling
+                for probe in $probes; do # benchmarks/probes/<name>.py OUT.json, one after the other
+                    timeout -k 5 120 taskset -c 0-$((first_core - 1)) python3 "benchmarks/probes/$probe.py" \
+                        "$out/$probe.json" >>"$out/probe.log" 2>&1
+                done
             ) &
         fi
         if [ -n "${ALONE:-}" ] && [ -n "${GPU_TESTS:-}" ]; then

@@ -1,0 +1,169 @@
+"""Probe (GPU): where the fused-epilogue kernel loses to Inductor on a large elementwise graph.
+
+Run 6 (H200): on 17_silu_manual (x * sigmoid(x), 8192^2 float32) the `fused-elementwise-epilogue` candidate took
+about 0.32 ms, Inductor 0.14 ms. This times, on one GPU and in one process, the rule's candidate as generated,
+its CuPy kernel launched bare, the same math in variants of the kernel (grid size, float4 loads), a copy
+kernel, and torch's eager, compiled and clone paths: GPU time from CUDA events and host time per call, in GB/s
+of the graph's compulsory traffic (one read, one write).
+
+    PYTHONPATH=. python3 benchmarks/probes/elementwise_bandwidth.py OUT.json [PROBLEM.py]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cupy
+import torch
+
+from kernelbot.agents.epilogue import describe_job
+from kernelbot.agents.rules import load_rules
+from kernelbot.render import render
+
+PROBLEMS = Path(__file__).resolve().parent.parent / "problems"
+CALLS = 50
+
+
+def _candidate(problem: str) -> tuple[Any, dict[str, Any]]:
+    job = {"kind": "kernelbench", "root": str(PROBLEMS), "file": problem, "allow_tf32": False}
+    ep = describe_job(job)
+    assert ep is not None, f"{problem}: no fusable epilogue"
+    rule = next(r for r in load_rules() if r.id == "fused-elementwise-epilogue")
+    source = render(
+        "kernels/fused_epilogue.py.j2",
+        rule=rule,
+        params=rule.produces.params,
+        facts={"epilogue": ep},
+        device="cuda",
+    )
+    path = Path(tempfile.mkdtemp()) / "candidate.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, ep
+
+
+def _variant_source(ep: dict[str, Any], vector: bool) -> str:
+    """The same statements as a device function, applied one float or one float4 at a time (same-shape inputs)."""
+    args = ", ".join(f"float x{i}" for i in range(ep["inputs"]))
+    body = "\n".join(f"    const float {s['var']} = {s['expr']};" for s in ep["statements"])
+    ins = ", ".join(f"const float* __restrict__ in{i}" for i in range(ep["inputs"]))
+    if not vector:
+        call = ", ".join(f"in{i}[i]" for i in range(ep["inputs"]))
+        loop = f"for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += step) out[i] = f({call});"
+    else:
+        loads = "\n".join(
+            f"        const float4 a{i} = reinterpret_cast<const float4*>(in{i})[i];"
+            for i in range(ep["inputs"])
+        )
+        lane = lambda c: ", ".join(f"a{i}.{c}" for i in range(ep["inputs"]))  # noqa: E731
+        loop = (
+            "for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n / 4; i += step) {\n"
+            f"{loads}\n"
+            f"        reinterpret_cast<float4*>(out)[i] = make_float4(f({lane('x')}), f({lane('y')}), f({lane('z')}), f({lane('w')}));\n"
+            "    }"
+        )
+    return (
+        f"__device__ __forceinline__ float f({args}) {{\n{body}\n    return {ep['result']};\n}}\n"
+        f'extern "C" __global__ void k({ins}, float* __restrict__ out, const long long n) {{\n'
+        "    const long long step = (long long)blockDim.x * gridDim.x;\n"
+        f"    {loop}\n}}\n"
+    )
+
+
+def _time(fn: Callable[[], Any]) -> dict[str, float]:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(CALLS):
+        fn()
+    end.record()
+    host = (time.perf_counter() - t0) / CALLS * 1e3  # launches only: nothing waits for the GPU until below
+    torch.cuda.synchronize()
+    return {"gpu_ms": start.elapsed_time(end) / CALLS, "host_ms": host}
+
+
+def main() -> int:
+    out_path = Path(sys.argv[1])
+    problem = sys.argv[2] if len(sys.argv) > 2 else "17_silu_manual.py"
+    module, ep = _candidate(problem)
+    inputs = [t.cuda() for t in module.get_inputs()]
+    model = module.ModelNew(*module.get_init_inputs()).cuda()
+    spec = importlib.util.spec_from_file_location("problem", PROBLEMS / problem)
+    assert spec and spec.loader
+    problem_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(problem_module)
+    eager = problem_module.Model(*problem_module.get_init_inputs()).cuda()
+    compiled = torch.compile(eager)
+    same_shape = all(index == "i" for index in ep["index"])
+    n = inputs[0].numel()
+    nbytes = 4 * n * (ep["inputs"] + 1)
+    out = torch.empty_like(inputs[0])
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    ptrs = (*(t.data_ptr() for t in inputs), out.data_ptr(), n)
+
+    def launcher(kernel: Any, grid: int, block: int = 256) -> Callable[[], None]:
+        def go() -> None:
+            with stream:
+                kernel((grid,), (block,), ptrs)
+
+        return go
+
+    scalar = cupy.RawKernel(_variant_source(ep, vector=False), "k")
+    vector = cupy.RawKernel(_variant_source(ep, vector=True), "k")
+    rule_kernel = module._kernel()
+    cases: dict[str, Callable[[], Any]] = {
+        "eager": lambda: eager(*inputs),
+        "torch.compile": lambda: compiled(*inputs),
+        "torch clone (copy reference)": lambda: inputs[0].clone(),
+        "rule candidate (ModelNew forward)": lambda: model(*inputs),
+        "rule kernel, bare launch": launcher(rule_kernel, min((n + 255) // 256, 65535 * 32)),
+        "same math, one element a thread": launcher(scalar, (n + 255) // 256),
+        "same math, grid 8 x SMs (grid-stride)": launcher(scalar, 8 * sms),
+    }
+    if same_shape and n % 4 == 0:
+        cases["same math, float4, grid n/4/256"] = launcher(vector, (n // 4 + 255) // 256)
+        cases["same math, float4, grid 8 x SMs"] = launcher(vector, 8 * sms)
+    expected = eager(*inputs)
+    rows = {}
+    for name, fn in cases.items():
+        r: dict[str, Any] = _time(fn)
+        r["gb_per_s"] = nbytes / (r["gpu_ms"] * 1e-3) / 1e9
+        if name.startswith(("rule", "same math")):  # a fast wrong kernel would explain nothing
+            got = fn() if name.startswith("rule candidate") else (fn(), torch.cuda.synchronize(), out)[2]
+            r["max_abs_err"] = float((got - expected).abs().max())
+        rows[name] = r
+        print(
+            f"{name:42s} gpu {r['gpu_ms']:.4f} ms  host {r['host_ms']:.4f} ms  {r['gb_per_s']:7.0f} GB/s",
+            flush=True,
+        )
+    result = {
+        "problem": problem,
+        "ops": ep["ops"],
+        "elements": n,
+        "compulsory_bytes": nbytes,
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cupy": cupy.__version__,
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "rows": rows,
+    }
+    out_path.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
