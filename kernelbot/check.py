@@ -12,6 +12,7 @@ from kernelbot.config import Config
 from kernelbot.errors import OperatorError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.protocol import HIDDEN_WORK
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
 from kernelbot.spec import OperatorSpec
 
@@ -90,7 +91,14 @@ def settings_for(config: Config, cache_dir: Path | None) -> Settings:
 
 
 def _operator_failure(spec: OperatorSpec, ev: Evaluation) -> OperatorError:
-    return OperatorError(f"{spec.path}: the operator itself failed ({ev.status}): {ev.reason}")
+    hint = ""
+    if ev.status == "rejected" and HIDDEN_WORK in ev.reason:
+        # The operator's own code, not a candidate's: most likely other processes' kernels on this GPU.
+        hint = (
+            "; if other processes use this GPU, give kernelbot one of its own (CUDA_VISIBLE_DEVICES), "
+            "and if the operator launches work on other streams, make it join the current stream before returning"
+        )
+    return OperatorError(f"{spec.path}: the operator itself failed ({ev.status}): {ev.reason}{hint}")
 
 
 def check_operator(

@@ -192,3 +192,28 @@ def test_a_cached_baseline_of_another_timing_protocol_is_measured_again(
     assert baselines.load(tmp_path, "spec", "compile") is not None
     monkeypatch.setattr(results, "TIMING_PROTOCOL", results.TIMING_PROTOCOL + 1)
     assert baselines.load(tmp_path, "spec", "compile") is None  # timed another way: not this baseline
+
+
+def test_an_operator_timed_past_its_gpu_time_is_one_line_that_names_the_likely_cause(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a shared GPU the operator's own samples trip the hidden-work check (run 6's warm stage: 19 of 42):
+    the error says so and what to do, where the anti-hack wording alone reads like an accusation."""
+    import kernelbot.check as check
+    from kernelbot.harness.protocol import HIDDEN_WORK
+    from kernelbot.harness.results import Evaluation
+
+    reasons = {
+        "hidden": f"anti-hack check: in 9 of 10 samples {HIDDEN_WORK} (work on another stream or thread)",
+        "other": "anti-hack check: torch.cuda.synchronize was replaced",
+    }
+    for kind, reason in reasons.items():
+        monkeypatch.setattr(
+            check, "evaluate", lambda *a, r=reason, **k: Evaluation("operator", "rejected", r)
+        )
+        assert main(["check", "ops/lin.py", "--device", "cpu", "--no-compile"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress line: the error, one line
+        assert err.startswith(
+            "kernelbot: error: ops/lin.py: the operator itself failed (rejected): anti-hack"
+        )
+        assert ("give kernelbot one of its own (CUDA_VISIBLE_DEVICES)" in err) == (kind == "hidden"), err
