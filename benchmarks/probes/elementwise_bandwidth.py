@@ -2,9 +2,10 @@
 
 Run 6 (H200): on 17_silu_manual (x * sigmoid(x), 8192^2 float32) the `fused-elementwise-epilogue` candidate took
 about 0.32 ms, Inductor 0.14 ms. This times, on one GPU and in one process, the rule's candidate as generated,
-its CuPy kernel launched bare, the same math in variants of the kernel (grid size, float4 loads), a copy
-kernel, and torch's eager, compiled and clone paths: GPU time from CUDA events and host time per call, in GB/s
-of the graph's compulsory traffic (one read, one write).
+its CuPy kernel launched bare on the candidate's operands, the same math in variants of the kernel (grid
+size, float4 loads), and torch's eager, compiled and clone paths: GPU time from CUDA events and host time per
+call, in GB/s of the kernel's compulsory traffic (each operand read once, the output written once; for the
+whole candidate and torch's paths the figure only compares, as their traffic differs).
 
     PYTHONPATH=. python3 benchmarks/probes/elementwise_bandwidth.py OUT.json [PROBLEM.py]
 """
@@ -96,6 +97,7 @@ def _time(fn: Callable[[], Any]) -> dict[str, float]:
 
 
 def main() -> int:
+    torch.set_grad_enabled(False)  # timed as the harness times: no autograd
     out_path = Path(sys.argv[1])
     problem = sys.argv[2] if len(sys.argv) > 2 else "17_silu_manual.py"
     module, ep = _candidate(problem)
@@ -108,12 +110,15 @@ def main() -> int:
     eager = problem_module.Model(*problem_module.get_init_inputs()).cuda()
     compiled = torch.compile(eager)
     same_shape = all(index == "i" for index in ep["index"])
-    n = inputs[0].numel()
-    nbytes = 4 * n * (ep["inputs"] + 1)
-    out = torch.empty_like(inputs[0])
+    # The kernel's operands: what the candidate's PyTorch prefix hands it (the operator's inputs, or values
+    # computed from them, e.g. 18's pow); the bare launches read these, as the candidate's kernel does.
+    operands = [t.contiguous() for t in model.prefix(*inputs)]
+    out = torch.empty(ep["shape"], dtype=torch.float32, device="cuda")
+    n = out.numel()
+    nbytes = 4 * (sum(t.numel() for t in operands) + n)  # each operand read once, the output written once
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    ptrs = (*(t.data_ptr() for t in inputs), out.data_ptr(), n)
+    ptrs = (*(t.data_ptr() for t in operands), out.data_ptr(), n)
 
     def launcher(kernel: Any, grid: int, block: int = 256) -> Callable[[], None]:
         def go() -> None:
