@@ -5,7 +5,9 @@ about 0.32 ms, Inductor 0.14 ms. This times, on one GPU and in one process, the 
 its CuPy kernel launched bare on the candidate's operands, the same math in variants of the kernel (grid
 size, float4 loads), and torch's eager, compiled and clone paths: GPU time from CUDA events and host time per
 call, in GB/s of the kernel's compulsory traffic (each operand read once, the output written once; for the
-whole candidate and torch's paths the figure only compares, as their traffic differs).
+whole candidate and torch's paths the figure only compares, as their traffic differs). It reads CUDA events
+and the host clock itself rather than through the harness's Timer, which reports one counted time per sample:
+here the launch time and the GPU time are wanted apart.
 
     PYTHONPATH=. python3 benchmarks/probes/elementwise_bandwidth.py OUT.json [PROBLEM.py]
 """
