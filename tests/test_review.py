@@ -24,7 +24,7 @@ operators:
     callable: "kern/scaled_add.py:scaled_add"
     inputs: "kern/scaled_add.py:make_inputs"
     sources: [csrc/scaled_add.cu]
-    shapes: [[256, 256]]
+    shapes: [[64, 64]]   # cache-resident: at 256x256 the 64 rotated input sets stream from memory, and A/A intervals reached +-25%
 """
 
 
