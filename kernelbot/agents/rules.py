@@ -35,9 +35,8 @@ class Match(_Strict):
     min_eager_ms: float | None = None
     traceable: bool = False  # needs a torch.fx trace of forward
     rewrite_applies: bool = False  # the rewrite named in `produces` must find its pattern (dry run)
-    pointwise_tail: int = (
-        0  # at least this many pointwise ops end the graph, fusable as one (epilogue.describe)
-    )
+    # At least this many pointwise ops end the graph, fusable as one kernel (epilogue.describe).
+    pointwise_tail: int = 0
 
 
 class Produces(_Strict):

@@ -236,10 +236,10 @@ class Timer:
             calls,
             stopped_by,
             clocks,
-            self._flush_buf is not None,
-            reset,
-            descheduled,
-            hidden,
-            wall_bound,
+            l2_flush=self._flush_buf is not None,
+            l2_persist_reset=reset,
+            descheduled=descheduled,
+            hidden=hidden,
+            wall_bound=wall_bound,
         )
         return samples, outputs
