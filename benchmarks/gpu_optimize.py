@@ -423,13 +423,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--only", help="comma-separated substrings of operator labels to keep")
     p.add_argument("--first", help="comma-separated substrings: those operators go first (before a deadline)")
+    p.add_argument("--last", help="comma-separated substrings: those operators go last (a later call's checkout)")
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     items = shard(targets(), a.shard)
     if a.only:
         items = [t for t in items if any(s in t.label for s in a.only.split(","))]
-    if a.first:  # stable: the rest keep their order
-        items.sort(key=lambda t: not any(s in t.label for s in a.first.split(",")))
+    for subs, rank in ((a.first, 0), (a.last, 2)):  # stable sorts: the rest keep their order, in between
+        if subs:
+            items.sort(key=lambda t, s=subs, r=rank: r if any(x in t.label for x in s.split(",")) else 1)
     if a.mode == "list":
         print("\n".join(t.label for t in items))
         return 0

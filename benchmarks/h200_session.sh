@@ -55,6 +55,26 @@ forget_shared_tuning() {  # after a warm stage: its baselines were timed with a 
     find "$KERNELBOT_CACHE_DIR" -name '*.best_config' -delete
 }
 
+checks_on_idle_gpu() {  # $1 cores, $2 results folder: the adversarial suite, GPU tests and probes, in turn
+    if [ -n "${ADVERSARIAL:-}" ]; then # the adversarial suite's runtime checks on this GPU
+        KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "${ADV_S:-200}" taskset -c "$1" python3 -m pytest \
+            -o addopts= -m "not slow" -q -rA -p no:cacheprovider tests/test_adversarial.py \
+            >"$2/pytest_adversarial_gpu.log" 2>&1
+    fi
+    if [ -n "${GPU_TESTS:-}" ]; then
+        timeout -k 5 "${TESTS_S:-240}" taskset -c "$1" python3 -m pytest -o addopts= -m gpu -q -rA \
+            -p no:cacheprovider $GPU_TESTS >"$2/pytest_gpu.log" 2>&1
+    fi
+    local probe name arg
+    for probe in ${PROBE:-}; do # benchmarks/probes/<name>.py OUT.json [ARG], from PROBE="name[:ARG] ..."
+        [ "$probe" = 1 ] && probe=tf32x3_accuracy # run 5's spelling
+        name=${probe%%:*} arg=
+        [ "$name" != "$probe" ] && arg=${probe#*:}
+        timeout -k 5 "${PROBE_S:-150}" taskset -c "$1" python3 "benchmarks/probes/$name.py" \
+            "$2/$name${arg:+-${arg%.py}}.json" $arg >>"$2/probe.log" 2>&1
+    done
+}
+
 rows_of_earlier_calls() {  # the optimize rows earlier calls on this (still warm) machine wrote
     ls /tmp/kernelbot-results/*/gpu*/optimize_rows.jsonl 2>/dev/null | grep -v "/$stage/"
 }
@@ -110,40 +130,17 @@ table | more*)  # more, more2, ...: each call its own folder
     # Operators an earlier call on this (still warm) machine finished are skipped; a fresh machine warms first.
     done=$(rows_of_earlier_calls)
     if [ "$stage" = table ] || [ ! -d "$KERNELBOT_CACHE_DIR" ]; then
-        first_core=0
-        if [ -n "${GPU_TESTS:-}" ]; then # on GPU 0 with 4 cores of its own, while the caches build
-            first_core=4
-            # ALONE=1: GPU 0 runs only the tests, GPU 1 warms every operator, 21 at a time (run 6 ran 42 at once
-            # there: the runtime check rejected 19 operators on the shared GPU, and their caches were never built)
-            [ -n "${ALONE:-}" ] && first_core=8
+        for g in 0 1; do
             (
-                export CUDA_VISIBLE_DEVICES=0
-                if [ -n "${ADVERSARIAL:-}" ]; then # the adversarial suite's runtime checks on this GPU
-                    KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "${ADV_S:-200}" taskset -c 0-$((first_core - 1)) \
-                        python3 -m pytest -o addopts= -m "not slow" -q -rA -p no:cacheprovider \
-                        tests/test_adversarial.py >"$out/pytest_adversarial_gpu.log" 2>&1
-                fi
-                timeout -k 5 "${WARM_S:-240}" taskset -c 0-$((first_core - 1)) python3 -m pytest -o addopts= -m gpu \
-                    -q -rA -p no:cacheprovider $GPU_TESTS >"$out/pytest_gpu.log" 2>&1
-                probes=${PROBE:-}
-                [ "$probes" = 1 ] && probes=tf32x3_accuracy # run 5's spelling
-                for probe in $probes; do # benchmarks/probes/<name>.py OUT.json, one after the other
-                    timeout -k 5 120 taskset -c 0-$((first_core - 1)) python3 "benchmarks/probes/$probe.py" \
-                        "$out/$probe.json" >>"$out/probe.log" 2>&1
-                done
+                export CUDA_VISIBLE_DEVICES=$g
+                cores=$((g * 16))-$((g * 16 + 15))
+                # GPU 0 runs the GPU tests and probes first, alone on its GPU (run 5 timed them beside the warm
+                # stage; run 6 warmed all 42 operators on GPU 1 meanwhile, where a shared GPU cost 19 their caches)
+                [ "$g" = 0 ] && checks_on_idle_gpu "$cores" "$out"
+                timeout -k 5 "${WARM_S:-240}" taskset -c "$cores" python3 benchmarks/gpu_optimize.py warm \
+                    --shard "$g/2" --out "$out/warm$g" --workers 21 --cap-s 200 --done $done >"$out/warm$g.log" 2>&1
             ) &
-        fi
-        if [ -n "${ALONE:-}" ] && [ -n "${GPU_TESTS:-}" ]; then
-            (CUDA_VISIBLE_DEVICES=1 timeout -k 5 "${WARM_S:-240}" taskset -c $first_core-31 python3 \
-                benchmarks/gpu_optimize.py warm --out "$out/warm1" --workers 21 --cap-s 240 --done $done \
-                >"$out/warm1.log" 2>&1) &
-        else
-            for g in 0 1; do
-                (CUDA_VISIBLE_DEVICES=$g timeout -k 5 "${WARM_S:-240}" taskset -c $((g * 16 + first_core * (1 - g)))-$((g * 16 + 15)) \
-                    python3 benchmarks/gpu_optimize.py warm --shard "$g/2" --out "$out/warm$g" --workers 21 \
-                    --cap-s 200 --done $done >"$out/warm$g.log" 2>&1) &
-            done
-        fi
+        done
         wait
         kill_sandboxes_on 0
         kill_sandboxes_on 1
@@ -152,7 +149,7 @@ table | more*)  # more, more2, ...: each call its own folder
     left=$((${CALL_S:-555} - SECONDS))
     for g in 0 1; do
         (CUDA_VISIBLE_DEVICES=$g taskset -c $((g * 16))-$((g * 16 + 15)) python3 benchmarks/gpu_optimize.py timed \
-            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --first "${FIRST:-}" --done $done \
+            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --first "${FIRST:-}" --last "${LAST:-}" --done $done \
             >"$out/timed$g.log" 2>&1) &
     done
     wait
