@@ -423,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--only", help="comma-separated substrings of operator labels to keep")
     p.add_argument("--first", help="comma-separated substrings: those operators go first (before a deadline)")
-    p.add_argument("--last", help="comma-separated substrings: those operators go last (a later call's checkout)")
+    p.add_argument(
+        "--last", help="comma-separated substrings: those operators go last (a later call's checkout)"
+    )
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     items = shard(targets(), a.shard)

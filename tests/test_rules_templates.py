@@ -125,6 +125,26 @@ OPERATORS = {
         def get_init_inputs():
             return []
     """,
+    "bias_rowscale_powers": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bias = nn.Parameter(torch.randn(8))  # along the last dim: four consecutive values a thread
+                self.row = nn.Parameter(torch.rand(6, 1) + 0.5)  # one value a row: shared by the four
+
+            def forward(self, x):
+                y = (x + self.bias) * self.row
+                return torch.pow(y, 3) * 0.1 + torch.pow(y.abs(), 1.5) - y**2 + torch.sqrt(y.abs())
+
+        def get_inputs():
+            return [torch.randn(6, 8)]
+
+        def get_init_inputs():
+            return []
+    """,
     "pointwise_soup": """
         import torch
         import torch.nn as nn
@@ -366,14 +386,17 @@ def test_fused_epilogue_fires_on_a_pointwise_graph_not_only_a_chain(
 
 
 def _cpu_kernel(source: str, tmp: Path) -> Any:
-    """The generated CUDA kernel compiled as C++ for one CPU 'thread' (a grid of 1x1), to check its math."""
+    """The generated CUDA kernels compiled as C++ for one CPU 'thread' (a grid of 1x1), to check their math."""
     cuda = re.search(r'_SOURCE = r"""(.*?)"""', source, re.S)
     assert cuda is not None
     shim = textwrap.dedent("""
         #include <cmath>
         struct Dim { long long x; };
+        struct float4 { float x, y, z, w; };
         static const Dim blockIdx{0}, blockDim{1}, gridDim{1}, threadIdx{0};
         #define __global__
+        #define __device__
+        #define __forceinline__ inline
         #define __restrict__
     """)
     (tmp / "k.cpp").write_text(shim + cuda.group(1))
@@ -384,15 +407,25 @@ def _cpu_kernel(source: str, tmp: Path) -> Any:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to check the generated kernel's math on CPU")
-@pytest.mark.parametrize("name", ["linear_gelu_scale_clamp", "pointwise_soup", "scale_bias_gelu"])
+@pytest.mark.parametrize(
+    ("name", "lanes"),
+    [
+        ("linear_gelu_scale_clamp", ["vector"]),
+        ("pointwise_soup", ["vector", "vector"]),
+        ("scale_bias_gelu", None),  # a bias along a last dimension of 5: one element at a time only
+        ("bias_rowscale_powers", ["vector", "vector", "scalar"]),
+    ],
+)
 def test_fused_epilogue_kernel_math_matches_torch(
-    ops: Path, rules: dict[str, Rule], tmp_path: Path, name: str
+    ops: Path, rules: dict[str, Rule], tmp_path: Path, name: str, lanes: list[str] | None
 ) -> None:
     rule = rules["fused-elementwise-epilogue"]
     facts = _facts(ops, name)
+    assert facts["epilogue"]["lanes"] == lanes
     source = _render(rule, ops, name, facts, "cuda")
     lib = _cpu_kernel(source, tmp_path)
-    kernel = getattr(lib, re.search(r"void (\w+)\(", source).group(1))  # type: ignore[union-attr]
+    kernels = re.findall(r'extern "C" __global__ void (\w+)\(', source)
+    assert len(kernels) == (2 if lanes else 1) and kernels[1:] == [f"{kernels[0]}_x4"] * bool(lanes)
     namespace: dict[str, Any] = {}
     operator_module = (ops / f"{name}.py").read_text()
     exec(compile(operator_module, "operator", "exec"), namespace)
@@ -406,10 +439,27 @@ def test_fused_epilogue_kernel_math_matches_torch(
     with torch.no_grad():
         ref = model(*args)
         inputs = [t.contiguous() for t in new.prefix(*args)]
-    out = torch.empty_like(ref)
-    pointers = [ctypes.c_void_p(t.data_ptr()) for t in inputs] + [ctypes.c_void_p(out.data_ptr())]
-    kernel(*pointers, ctypes.c_longlong(out.numel()))
-    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    for (
+        kernel
+    ) in kernels:  # each kernel on its own: the one-element kernel is the fallback of the four-wide one
+        out = torch.full_like(ref, float("nan"))
+        pointers = [ctypes.c_void_p(t.data_ptr()) for t in inputs] + [ctypes.c_void_p(out.data_ptr())]
+        getattr(lib, kernel)(*pointers, ctypes.c_longlong(out.numel()))
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5, msg=kernel)
+
+
+def test_epilogue_fuses_literal_powers_and_refuses_tensor_exponents(tmp_path: Path) -> None:
+    (tmp_path / "powers.py").write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x, e):\n"
+        "        return torch.pow(x, 3.0) + x.pow(2) + x ** 0.5 + torch.pow(x, 1.7) + torch.pow(x, e)\n\n"
+        "def get_inputs():\n    return [torch.rand(4, 8) + 0.1, torch.rand(4, 8)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    described = epilogue.describe_job(_job(tmp_path, "powers"))
+    assert described is not None
+    exprs = [s["expr"] for s in described["statements"] if s["op"] == "pow"]
+    assert exprs == ["(x0 * x0 * x0)", "(x0 * x0)", "sqrtf(x0)", "powf(x0, 1.7f)"]  # x ** e stays in PyTorch
+    assert described["inputs"] == 2  # x, and the tensor power computed before the kernel
 
 
 def test_epilogue_reads_broadcast_operands_in_place(ops: Path) -> None:

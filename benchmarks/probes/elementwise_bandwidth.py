@@ -9,6 +9,10 @@ whole candidate and torch's paths the figure only compares, as their traffic dif
 and the host clock itself rather than through the harness's Timer, which reports one counted time per sample:
 here the launch time and the GPU time are wanted apart.
 
+Run 7 (results/2026-11-30-h200-x2-run7) answered it: the rule's kernel, one element a thread, ran at 1.8 TB/s
+on 17 where float4 loads and stores reached 3.9 and a clone 4.15 (torch.compile 4.10). The template now has that
+four-wide kernel (`<name>_x4`) beside a grid-stride one-element kernel: the bare launches time both.
+
     PYTHONPATH=. python3 benchmarks/probes/elementwise_bandwidth.py OUT.json [PROBLEM.py]
 """
 
@@ -131,16 +135,18 @@ def main() -> int:
 
     scalar = cupy.RawKernel(_variant_source(ep, vector=False), "k")
     vector = cupy.RawKernel(_variant_source(ep, vector=True), "k")
-    rule_kernel = module._kernel()
+    name = f"fused_epilogue_{len(ep['ops'])}"  # the template's kernels (run 7 had one: one element a thread)
     cases: dict[str, Callable[[], Any]] = {
         "eager": lambda: eager(*inputs),
         "torch.compile": lambda: compiled(*inputs),
         "torch clone (copy reference)": lambda: inputs[0].clone(),
         "rule candidate (ModelNew forward)": lambda: model(*inputs),
-        "rule kernel, bare launch": launcher(rule_kernel, min((n + 255) // 256, 65535 * 32)),
+        "rule kernel, bare launch": launcher(module._kernel(name), module._grid_stride_blocks(out.device)),
         "same math, one element a thread": launcher(scalar, (n + 255) // 256),
         "same math, grid 8 x SMs (grid-stride)": launcher(scalar, 8 * sms),
     }
+    if ep["lanes"] and n % 4 == 0:
+        cases["rule kernel x4, bare launch"] = launcher(module._kernel(f"{name}_x4"), (n // 4 + 255) // 256)
     if same_shape and n % 4 == 0:
         cases["same math, float4, grid n/4/256"] = launcher(vector, (n // 4 + 255) // 256)
         cases["same math, float4, grid 8 x SMs"] = launcher(vector, 8 * sms)

@@ -31,7 +31,10 @@ _UNARY = {
     "exp": "expf({a})",
     "abs": "fabsf({a})",
     "silu": "({a} / (1.f + expf(-{a})))",
+    "sqrt": "sqrtf({a})",
 }
+# x ** e for a literal e: the products and root that PyTorch's CUDA pow special-cases, powf for the rest
+_POWERS = {2.0: "({a} * {a})", 3.0: "({a} * {a} * {a})", 0.5: "sqrtf({a})"}
 _GELU = {
     "none": "(0.5f * {a} * (1.f + erff({a} * 0.7071067811865476f)))",
     "tanh": "(0.5f * {a} * (1.f + tanhf(0.7978845608028654f * ({a} + 0.044715f * {a} * {a} * {a}))))",
@@ -105,6 +108,12 @@ def _expression(node: fx.Node, gm: fx.GraphModule, var: dict[fx.Node, str]) -> s
         return None
     if name in _UNARY and set(node.kwargs) <= {"inplace"} and all(isinstance(x, bool) for x in node.args[1:]):
         return _UNARY[name].format(a=a)
+    if name == "pow":
+        exponent = _arg(node, 1, "exponent")
+        literal = _literal(exponent)
+        if literal is None or not isinstance(exponent, int | float) or node.kwargs.keys() - {"exponent"}:
+            return None
+        return _POWERS.get(float(exponent), "powf({a}, " + literal + ")").format(a=a)
     if name == "gelu":
         template = _GELU.get(str(_arg(node, 1, "approximate", "none")))
         return template.format(a=a) if template else None
@@ -163,6 +172,27 @@ def index_expression(operand: tuple[int, ...], shape: tuple[int, ...]) -> str:
         coord = coord if d == 0 else f"({coord} % {shape[d]}LL)"
         terms.append(coord if in_strides[d] == 1 else f"{coord} * {in_strides[d]}LL")
     return " + ".join(terms) or "0"
+
+
+def vector_lanes(operands: list[tuple[int, ...]], shape: tuple[int, ...]) -> list[str] | None:
+    """How a kernel that computes four consecutive output elements per thread reads each operand, or None.
+
+    "vector": four consecutive elements, one 16-byte load; "scalar": one element shared by the four. Operands of
+    the output's shape are always "vector" (the launch checks that the element count divides by four). A
+    broadcast operand qualifies when the output's last dimension divides by four, so the four elements share every
+    other coordinate, and the operand spans that dimension whole (its index is then a multiple of four) or not at all.
+    """
+    if all(tuple(o) == tuple(shape) for o in operands):
+        return ["vector"] * len(operands)
+    if not shape or shape[-1] % 4:
+        return None
+    lanes = []
+    for o in operands:
+        last = o[-1] if o else 1
+        if last not in (1, shape[-1]):
+            return None
+        lanes.append("vector" if last == shape[-1] else "scalar")
+    return lanes
 
 
 def _model_class(source: str) -> tuple[ast.Module, ast.ClassDef] | None:
@@ -272,6 +302,7 @@ def describe(gm: fx.GraphModule, job: dict[str, Any]) -> dict[str, Any] | None:
         "shape": list(shape),
         "input_shapes": [list(m) for m in input_shapes],
         "index": [index_expression(m, shape) for m in input_shapes],
+        "lanes": vector_lanes(input_shapes, shape),
         "prefix_code": code,
         **parts,
     }
