@@ -21,12 +21,16 @@
 # The sixth session (timing protocol 3; the GPU tests, the adversarial suite first, on GPU 0 alone):
 #   GPU_TESTS="tests/test_gpu_timing.py tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" \
 #     ALONE=1 ADVERSARIAL=1 WARM_S=330 FIRST=35_,36_,37_,34_,19_,20_ CALL_S=570 bash ... table; then more, more2
-# Next (see results/2026-11-30-h200-x2-run6/README.md): the fused-epilogue kernel's bandwidth first, the rest of
-# the adversarial suite, then the table with the caches built 21 a GPU on both GPUs (not ALONE=1: 42 sandboxes
-# on one GPU made the runtime check reject 19 operators there, so their caches were never built), e.g.
-#   GPU_TESTS=tests/test_inputs.py ADVERSARIAL=1 ADV_S=420 PROBE=elementwise_bandwidth WARM_S=200 bash ... table
-# PROBE="name ..." runs benchmarks/probes/<name>.py after the GPU tests (PROBE=1: tf32x3_accuracy); FIRST
-# puts those operators first in `timed` (the level-3 networks were cut by the calls' ends before).
+#   (ALONE=1, since removed: GPU 0 now runs its checks alone first and then builds its own shard's caches)
+# The seventh session (all 42 under protocol 3; the elementwise probe alone on GPU 0 before its warm stage):
+#   PROBE="elementwise_bandwidth:17_silu_manual.py elementwise_bandwidth:18_gelu_tanh_manual.py" PROBE_S=110 \
+#     WARM_S=230 CALL_S=565 FIRST=34_,35_,37_,20_,bias_gelu,linear_relu,rowmean,02_,06_,12_,27_,29_,33_ \
+#     LAST=17_,18_,30_ bash ... table; then more (CALL_S=560), more2 (CALL_S=555): 1671 device seconds.
+# Next (see results/2026-11-30-h200-x2-run7/README.md): the four-wide epilogue kernel through the table (its
+# operators: 09, 17, 18, 30, 36, bias_gelu_clamp, linear_relu_scale, 27; ONLY=09_,17_,...), the rest of the
+# adversarial suite (ADVERSARIAL=1 ADV_S=420), and the probe again to time the template's own kernels.
+# PROBE="name[:ARG] ..." runs benchmarks/probes/<name>.py OUT.json [ARG] after the GPU tests (PROBE=1:
+# tf32x3_accuracy); FIRST puts those operators first in `timed`, LAST those last.
 # Each GPU runs one timed job at a time; the two jobs of a call have their own cores (taskset), so neither
 # times anything while the other builds on its cores. Results: $OUT/<stage>.tar.gz (the device tool brings
 # back only a few files), candidates' sources left out.
@@ -138,7 +142,7 @@ table | more*)  # more, more2, ...: each call its own folder
                 # stage; run 6 warmed all 42 operators on GPU 1 meanwhile, where a shared GPU cost 19 their caches)
                 [ "$g" = 0 ] && checks_on_idle_gpu "$cores" "$out"
                 timeout -k 5 "${WARM_S:-240}" taskset -c "$cores" python3 benchmarks/gpu_optimize.py warm \
-                    --shard "$g/2" --out "$out/warm$g" --workers 21 --cap-s 200 --done $done >"$out/warm$g.log" 2>&1
+                    --shard "$g/2" --out "$out/warm$g" --workers 21 --cap-s 200 --only "${ONLY:-}" --done $done >"$out/warm$g.log" 2>&1
             ) &
         done
         wait
@@ -149,7 +153,7 @@ table | more*)  # more, more2, ...: each call its own folder
     left=$((${CALL_S:-555} - SECONDS))
     for g in 0 1; do
         (CUDA_VISIBLE_DEVICES=$g taskset -c $((g * 16))-$((g * 16 + 15)) python3 benchmarks/gpu_optimize.py timed \
-            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --first "${FIRST:-}" --last "${LAST:-}" --done $done \
+            --shard "$g/2" --out "$out/gpu$g" --deadline-s "$left" --time-per-op 90 --first "${FIRST:-}" --last "${LAST:-}" --only "${ONLY:-}" --done $done \
             >"$out/timed$g.log" 2>&1) &
     done
     wait
