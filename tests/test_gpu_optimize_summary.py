@@ -7,7 +7,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gpu_optimize import POLICIES, best_of, level_of, summarize, targets
+import pytest
+
+from benchmarks.gpu_optimize import POLICIES, best_of, level_of, main, summarize, targets
 
 DEFAULT, IEEE, TF32 = POLICIES  # the table's three policies, strictest last but one
 
@@ -75,3 +77,15 @@ def test_summary_counts_shares_and_geometric_means(tmp_path: Path) -> None:
     assert (level2["operators"], level2["reward_3"]) == (1, 1)
     assert "examples/ops/rowmean_linear" in result["missing"]
     assert (tmp_path / "out" / "optimize_results.md").read_text().count("| problems/") == 3
+
+
+def test_first_and_last_order_a_shard_and_keep_the_rest_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["list", "--out", str(tmp_path), "--shard", "1/2"])
+    plain = capsys.readouterr().out.split()
+    assert len(plain) >= 6
+    first, last = plain[3], plain[1]
+    main(["list", "--out", str(tmp_path), "--shard", "1/2", "--first", first, "--last", f"{last},no-such-op"])
+    ordered = capsys.readouterr().out.split()
+    assert ordered == [first] + [t for t in plain if t not in (first, last)] + [last]
