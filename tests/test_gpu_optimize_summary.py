@@ -89,3 +89,17 @@ def test_first_and_last_order_a_shard_and_keep_the_rest_in_order(
     main(["list", "--out", str(tmp_path), "--shard", "1/2", "--first", first, "--last", f"{last},no-such-op"])
     ordered = capsys.readouterr().out.split()
     assert ordered == [first] + [t for t in plain if t not in (first, last)] + [last]
+
+
+def test_roofline_counts_compulsory_traffic_and_flops_on_the_meta_device(tmp_path: Path) -> None:
+    from benchmarks.roofline import count
+
+    (tmp_path / "lin.py").write_text(
+        "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(64, 32)\n\n    def forward(self, x):\n"
+        "        return torch.relu(self.lin(x))\n\n"
+        "def get_inputs():\n    return [torch.randn(128, 64)]\n\ndef get_init_inputs():\n    return []\n"
+    )
+    counted = count(tmp_path / "lin.py")
+    # x (128x64), weight (32x64), bias (32) read once; the 128x32 output written once; 2*128*64*32 FLOPs
+    assert counted == {"bytes": 4.0 * (128 * 64 + 32 * 64 + 32 + 128 * 32), "flops": 2.0 * 128 * 64 * 32}
