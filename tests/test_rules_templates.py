@@ -145,6 +145,30 @@ OPERATORS = {
         def get_init_inputs():
             return []
     """,
+    "pointwise_convs": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pw = nn.Conv2d(8, 16, 1)  # 1x1: a matrix product
+                self.pw_nobias = nn.Conv2d(16, 4, kernel_size=1, bias=False)  # likewise
+                self.k3 = nn.Conv2d(4, 4, 3, padding=1)  # the rest are not
+                self.strided = nn.Conv2d(4, 4, 1, stride=2)
+                self.grouped = nn.Conv2d(4, 4, 1, groups=2)
+                self.padded = nn.Conv2d(4, 4, 1, padding=1)
+
+            def forward(self, x):
+                y = self.pw_nobias(torch.relu(self.pw(x)))
+                return self.padded(self.grouped(self.strided(self.k3(y))))
+
+        def get_inputs():
+            return [torch.randn(2, 8, 10, 12)]
+
+        def get_init_inputs():
+            return []
+    """,
     "pointwise_soup": """
         import torch
         import torch.nn as nn
@@ -325,6 +349,34 @@ def test_conv_bn_fold_matches_folds_lazily_and_runs_on_cpu(ops: Path, rules: dic
         x = torch.randn(2, 3, 16, 16)
         torch.testing.assert_close(new(x), model(x), atol=1e-5, rtol=1e-5)
     ev = _evaluate(rule, ops, "conv_bn_relu", source)
+    assert ev.status == "ok", ev.reason
+
+
+def test_conv1x1_matmul_rewrites_only_plain_pointwise_convs_and_runs_on_cpu(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
+    rule = rules["conv1x1-matmul"]
+    facts = analyze(_job(ops, "pointwise_convs"), ["conv1x1_matmul"])
+    rewrite = facts["rewrites"]["conv1x1_matmul"]
+    assert rewrite["description"].endswith("(pw, pw_nobias)")  # not the 3x3, strided, grouped or padded ones
+    assert rule.matches(facts, "cpu", "kernelbench", NONE) is None
+    assert rule.matches(facts, "cuda", "kernelbench", NONE) is None
+    others = analyze(_job(ops, "conv_bn_relu"), ["conv1x1_matmul"])  # a 3x3 convolution only
+    assert rule.matches(others, "cuda", "kernelbench", NONE) is not None
+    code = rewrite["forward_code"]
+    assert code.count("torch.matmul(") == 2 and code.count("torch.add(") == 1  # the bias-free one adds nothing
+    assert "self.pw(" not in code and all(f"self.{m}(" in code for m in ("k3", "strided", "grouped", "padded"))
+    source = render(
+        "kernels/fx_forward.py.j2",
+        rule=rule,
+        params=rule.produces.params,
+        operator_source=(ops / "pointwise_convs.py").read_text().rstrip(),
+        facts=facts,
+        device="cpu",
+        forward_code=code.strip(),
+        description=rewrite["description"],
+    )
+    ev = _evaluate(rule, ops, "pointwise_convs", source)  # verified on fresh inputs at the float32 tolerance
     assert ev.status == "ok", ev.reason
 
 

@@ -1,4 +1,4 @@
-"""torch.fx rewrites for convolution stacks (conv_bn_fold); importing this module registers them.
+"""torch.fx rewrites for convolution stacks (conv_bn_fold, conv1x1_matmul); importing this module registers them.
 
 NOTE: a folded convolution's weights depend on the live parameters, which the harness loads after
 construction, so the rewrite never bakes values: it routes each Conv→BatchNorm pair through `conv_bn_fold`,
@@ -6,6 +6,8 @@ a helper the candidate template defines, which folds from the modules themselves
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 from torch import fx, nn
@@ -67,4 +69,49 @@ def conv_bn_fold(gm: fx.GraphModule) -> str | None:
         gm,
         len(pairs),
         f"folded {len(pairs)} BatchNorm(s) into the preceding convolution ({', '.join(pairs)})",
+    )
+
+
+def _pointwise_conv2d(gm: fx.GraphModule, node: fx.Node) -> nn.Conv2d | None:
+    """The Conv2d module of a call that is a plain 1×1 convolution (stride 1, no padding, one group), or None."""
+    if node.op != "call_module" or len(node.args) != 1 or node.kwargs:
+        return None
+    conv = gm.get_submodule(str(node.target))
+    if type(conv) is not nn.Conv2d:
+        return None
+    plain = (
+        conv.kernel_size == (1, 1) and conv.stride == (1, 1) and conv.dilation == (1, 1) and conv.groups == 1
+    )
+    meta = getattr(node.args[0], "meta", {}).get("tensor_meta")
+    four_d = meta is not None and len(meta.shape) == 4  # an unbatched (3-d) input keeps the convolution
+    return conv if plain and conv.padding in ((0, 0), "valid") and four_d else None
+
+
+@register("conv1x1_matmul")
+def conv1x1_matmul(gm: fx.GraphModule) -> str | None:
+    """A 1×1 Conv2d becomes W[Cout, Cin] @ x[N, Cin, H*W] (+ bias): one batched GEMM on views, no im2col."""
+    names = []
+    for node in list(gm.graph.nodes):
+        conv = _pointwise_conv2d(gm, node)
+        if conv is None:
+            continue
+        x = node.args[0]
+        graph = gm.graph
+        with graph.inserting_before(node):
+            weight = graph.call_method("flatten", (graph.get_attr(f"{node.target}.weight"), 1))
+            y = graph.call_function(torch.matmul, (weight, graph.call_method("flatten", (x, 2))))
+            if conv.bias is not None:
+                bias = graph.call_method("unsqueeze", (graph.get_attr(f"{node.target}.bias"), -1))
+                y = graph.call_function(torch.add, (y, bias))
+            spatial = graph.call_function(
+                operator.getitem, (graph.call_function(getattr, (x, "shape")), slice(2, None))
+            )
+            out = graph.call_method("unflatten", (y, 2, spatial))
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
+        names.append(str(node.target))
+    return finish(
+        gm,
+        len(names),
+        f"computed {len(names)} 1x1 convolution(s) as a batched matrix product ({', '.join(names)})",
     )
