@@ -364,8 +364,12 @@ def test_conv1x1_matmul_rewrites_only_plain_pointwise_convs_and_runs_on_cpu(
     others = analyze(_job(ops, "conv_bn_relu"), ["conv1x1_matmul"])  # a 3x3 convolution only
     assert rule.matches(others, "cuda", "kernelbench", NONE) is not None
     code = rewrite["forward_code"]
-    assert code.count("torch.matmul(") == 2 and code.count("torch.add(") == 1  # the bias-free one adds nothing
-    assert "self.pw(" not in code and all(f"self.{m}(" in code for m in ("k3", "strided", "grouped", "padded"))
+    assert (
+        code.count("torch.matmul(") == 2 and code.count("torch.add(") == 1
+    )  # the bias-free one adds nothing
+    assert "self.pw(" not in code and all(
+        f"self.{m}(" in code for m in ("k3", "strided", "grouped", "padded")
+    )
     source = render(
         "kernels/fx_forward.py.j2",
         rule=rule,
