@@ -15,12 +15,15 @@ import pytest
 import torch
 
 from kernelbot.agents import epilogue
-from kernelbot.agents.base import job_at_precision
+from kernelbot.agents.base import Task, job_at_precision
 from kernelbot.agents.rules import Rule, load_rules
+from kernelbot.agents.search import SearchAgent
 from kernelbot.agents.tracer import analyze
+from kernelbot.config import PrecisionPolicy
 from kernelbot.harness.evaluate import Settings, evaluate
 from kernelbot.harness.staticcheck import scan
 from kernelbot.render import render
+from kernelbot.spec import kernelbench_spec
 
 FAST = Settings(timeout_s=120.0, time_budget_s=0.2, min_samples=5, max_samples=8, seeds=3)
 NONE: dict[str, bool] = {"allow_tf32": False, "allow_bf16": False}
@@ -165,6 +168,27 @@ OPERATORS = {
 
         def get_inputs():
             return [torch.randn(2, 8, 10, 12)]
+
+        def get_init_inputs():
+            return []
+    """,
+    "skinny_mlp": """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = nn.Linear(1024, 512)  # 6 rows, K = 1024: split in four
+                self.w = nn.Parameter(torch.randn(40, 512) / 512**0.5)  # F.linear, K = 512: in two
+                self.down = nn.Linear(40, 8)  # K = 40: too short to split
+
+            def forward(self, x):
+                return self.down(F.linear(torch.relu(self.up(x)), self.w))
+
+        def get_inputs():
+            return [torch.randn(2, 3, 1024)]
 
         def get_init_inputs():
             return []
@@ -352,6 +376,21 @@ def test_conv_bn_fold_matches_folds_lazily_and_runs_on_cpu(ops: Path, rules: dic
     assert ev.status == "ok", ev.reason
 
 
+def _render_rewrite(rule: Rule, root: Path, name: str, facts: dict[str, Any]) -> str:
+    """A rewrite rule's candidate, built by the search agent (templates/kernels/fx_forward.py.j2)."""
+    task = Task(
+        kernelbench_spec(f"{name}.py"),
+        root,
+        "cpu",
+        (root / f"{name}.py").read_text(),
+        PrecisionPolicy(),
+        facts,
+    )
+    source = SearchAgent([rule]).build(rule, task)
+    assert source is not None
+    return source
+
+
 def test_conv1x1_matmul_rewrites_only_plain_pointwise_convs_and_runs_on_cpu(
     ops: Path, rules: dict[str, Rule]
 ) -> None:
@@ -370,18 +409,28 @@ def test_conv1x1_matmul_rewrites_only_plain_pointwise_convs_and_runs_on_cpu(
     assert "self.pw(" not in code and all(
         f"self.{m}(" in code for m in ("k3", "strided", "grouped", "padded")
     )
-    source = render(
-        "kernels/fx_forward.py.j2",
-        rule=rule,
-        params=rule.produces.params,
-        operator_source=(ops / "pointwise_convs.py").read_text().rstrip(),
-        facts=facts,
-        device="cpu",
-        forward_code=code.strip(),
-        description=rewrite["description"],
-    )
+    source = _render_rewrite(rule, ops, "pointwise_convs", facts)
     ev = _evaluate(rule, ops, "pointwise_convs", source)  # verified on fresh inputs at the float32 tolerance
     assert ev.status == "ok", ev.reason
+
+
+def test_split_k_linear_splits_only_skinny_long_layers_and_runs_on_cpu(
+    ops: Path, rules: dict[str, Rule], tmp_path: Path
+) -> None:
+    rule = rules["split-k-linear"]
+    facts = analyze(_job(ops, "skinny_mlp"), ["split_k_linear"])
+    rewrite = facts["rewrites"]["split_k_linear"]
+    assert rewrite["description"].endswith("up (K 1024 in 4), linear (K 512 in 2)")  # not `down` (K 40)
+    assert rewrite["forward_code"].count("torch.bmm(") == 2 and "self.down(" in rewrite["forward_code"]
+    assert rule.matches(facts, "cuda", "kernelbench", NONE) is None
+    assert rule.matches(facts, "cpu", "kernelbench", NONE) == "not for cpu"  # a GPU occupancy fix
+    ev = _evaluate(rule, ops, "skinny_mlp", _render_rewrite(rule, ops, "skinny_mlp", facts))
+    assert ev.status == "ok", ev.reason  # verified on fresh inputs at the float32 tolerance
+    wide = (ops / "skinny_mlp.py").read_text().replace("torch.randn(2, 3, 1024)", "torch.randn(65, 1024)")
+    (tmp_path / "wide_mlp.py").write_text(wide)  # 65 rows: enough tiles already
+    assert not analyze(_job(tmp_path, "wide_mlp"), ["split_k_linear"])["rewrites"]["split_k_linear"][
+        "applied"
+    ]
 
 
 def test_conv_bn_fold_without_the_rewrite_renders_a_clear_build_error(
