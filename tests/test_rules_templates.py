@@ -553,6 +553,31 @@ def test_fused_epilogue_kernel_math_matches_torch(
         torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5, msg=kernel)
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc to compile the generated kernels for a GPU")
+def test_fused_epilogue_kernels_compile_for_hopper_with_16_byte_accesses_where_four_wide(
+    ops: Path, rules: dict[str, Rule], tmp_path: Path
+) -> None:
+    source = _render(
+        rules["fused-elementwise-epilogue"],
+        ops,
+        "bias_rowscale_powers",
+        _facts(ops, "bias_rowscale_powers"),
+        "cuda",
+    )
+    cuda = re.search(r'_SOURCE = r"""(.*?)"""', source, re.S)
+    assert cuda is not None
+    (tmp_path / "k.cu").write_text(cuda.group(1))
+    subprocess.run(
+        ["nvcc", "-arch=sm_90", "-ptx", "-o", str(tmp_path / "k.ptx"), str(tmp_path / "k.cu")], check=True
+    )
+    ptx = (tmp_path / "k.ptx").read_text()
+    parts = re.split(r"\.entry (\w+)\(", ptx)[1:]  # name, body, name, body
+    bodies = dict(zip(parts[::2], parts[1::2], strict=True))
+    (one, four) = (bodies[n] for n in sorted(bodies, key=len))  # `fused_epilogue_12`, `fused_epilogue_12_x4`
+    assert len(bodies) == 2 and "v4" not in one
+    assert four.count("ld.global.nc.v4.f32") >= 2 and "st.global.v4.f32" in four  # x and the bias four-wide
+
+
 def test_epilogue_fuses_literal_powers_and_refuses_tensor_exponents(tmp_path: Path) -> None:
     (tmp_path / "powers.py").write_text(
         "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x, e):\n"
