@@ -95,6 +95,11 @@ def targets() -> list[Target]:
     return out
 
 
+def named(t: Target, subs: str | None) -> bool:
+    """Whether one of the comma-separated substrings (of --only, --first, --last) is in the operator's label."""
+    return bool(subs) and any(s in t.label for s in (subs or "").split(","))
+
+
 def shard(items: list[Target], spec: str | None) -> list[Target]:
     if not spec:
         return items
@@ -430,10 +435,12 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     items = shard(targets(), a.shard)
     if a.only:
-        items = [t for t in items if any(s in t.label for s in a.only.split(","))]
-    for subs, rank in ((a.first, 0), (a.last, 2)):  # stable sorts: the rest keep their order, in between
-        if subs:
-            items.sort(key=lambda t, s=subs, r=rank: r if any(x in t.label for x in s.split(",")) else 1)
+        items = [t for t in items if named(t, a.only)]
+
+    def rank(t: Target) -> int:  # a stable sort: the rest keep their order, between the first and the last
+        return 0 if named(t, a.first) else 2 if named(t, a.last) else 1
+
+    items.sort(key=rank)
     if a.mode == "list":
         print("\n".join(t.label for t in items))
         return 0
