@@ -3,6 +3,7 @@ the KernelBench-style problems, with and without TF32 allowed.
 
 On the GPU machine, from the repository root:
     PYTHONPATH=. python3 benchmarks/gpu_optimize.py warm --out DIR [--shard I/N] [--workers W]
+    PYTHONPATH=. python3 benchmarks/gpu_optimize.py forget --out DIR   # what a killed warm stage left to forget
     PYTHONPATH=. python3 benchmarks/gpu_optimize.py timed --out DIR [--shard I/N] [--deadline-s S] [--done F..]
 Anywhere, to merge the timed rows of every shard into the table:
     python3 benchmarks/gpu_optimize.py summarize --out DIR --rows ROWS.jsonl [ROWS.jsonl ...]
@@ -195,14 +196,22 @@ def warm(items: list[Target], out: Path, workers: int, cap_s: float, device: str
             row = future.result()
             statuses = Counter(c["status"] for c in row.get("candidates", []))
             log.line(f"warm {row['label']}: {row['wall_s']} s, {dict(statuses)} {row.get('error', '')}")
-    cache = baselines.cache_root(collect(device).key)
-    shutil.rmtree(cache / "baselines", ignore_errors=True)  # timed with a throw-away budget: measure again
-    # Inductor's autotuner timed its launch configurations here with many sandboxes sharing the GPU: the timed
-    # stage picks them again (compiled code stays cached; max-autotune's GEMM choices live in the cached graphs).
-    for choice in cache.rglob("*.best_config"):
-        choice.unlink(missing_ok=True)
+    forget_shared_tuning(device)
     shutil.rmtree(scratch, ignore_errors=True)
     (out / "warm_done").write_text(str(time.time()))
+
+
+def forget_shared_tuning(device: str) -> None:
+    """After a warm stage (also one a timeout killed: `forget`), what it measured while sandboxes shared the GPU.
+
+    Its baselines were timed with a throw-away budget, and Inductor's autotuner timed its launch configurations
+    (<kernel>.best_config) with up to 21 sandboxes on the GPU: the timed stage measures and picks both again, on
+    an idle GPU. Compiled code stays cached; max-autotune's GEMM choices live inside the cached graphs.
+    """
+    cache = baselines.cache_root(collect(device).key)
+    shutil.rmtree(cache / "baselines", ignore_errors=True)
+    for choice in cache.rglob("*.best_config"):
+        choice.unlink(missing_ok=True)
 
 
 def timed(
@@ -414,7 +423,7 @@ def summarize(files: list[Path], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("mode", choices=["warm", "timed", "summarize", "list"])
+    p.add_argument("mode", choices=["warm", "forget", "timed", "summarize", "list"])
     p.add_argument(
         "--rows", nargs="*", type=Path, default=[], help="summarize: optimize_rows.jsonl files to merge"
     )
@@ -443,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     items.sort(key=rank)
     if a.mode == "list":
         print("\n".join(t.label for t in items))
+        return 0
+    if a.mode == "forget":
+        forget_shared_tuning(a.device)
         return 0
     if a.mode == "summarize":
         summarize(a.rows, a.out)

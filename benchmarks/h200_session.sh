@@ -52,12 +52,8 @@ kill_sandboxes_on() {  # sandboxes run in their own sessions: end those a killed
     done
 }
 
-forget_shared_tuning() {  # after a warm stage: its baselines were timed with a throw-away budget, and the
-    # launch configurations Inductor's autotuner picked (<kernel>.best_config) were timed while up to 21 sandboxes
-    # shared the GPU. Both are measured again by the timed stage, on an idle GPU; compiled code stays cached.
-    # (max-autotune's GEMM template choices live inside the cached graphs and are kept.)
-    rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines
-    find "$KERNELBOT_CACHE_DIR" -name '*.best_config' -delete
+forget_shared_tuning() {  # after a warm stage, also one its timeout killed (gpu_optimize.py's forget_shared_tuning)
+    python3 benchmarks/gpu_optimize.py forget --out "$out" >>"$out/forget.log" 2>&1
 }
 
 checks_on_idle_gpu() {  # $1 cores, $2 results folder: the adversarial suite, GPU tests and probes, in turn

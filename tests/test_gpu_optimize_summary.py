@@ -103,3 +103,23 @@ def test_roofline_counts_compulsory_traffic_and_flops_on_the_meta_device(tmp_pat
     counted = count(tmp_path / "lin.py")
     # x (128x64), weight (32x64), bias (32) read once; the 128x32 output written once; 2*128*64*32 FLOPs
     assert counted == {"bytes": 4.0 * (128 * 64 + 32 * 64 + 32 + 128 * 32), "flops": 2.0 * 128 * 64 * 32}
+
+
+def test_forget_drops_what_a_shared_gpu_measured_and_keeps_compiled_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelbot import baselines
+    from kernelbot.fingerprint import collect
+
+    monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache"))
+    root = baselines.cache_root(collect("cpu").key)
+    kept = root / "inductor" / "ab" / "kernel.py"
+    for path in (
+        root / "baselines" / "x-compile.json",
+        root / "inductor" / "ab" / "kernel.best_config",
+        kept,
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    assert main(["forget", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
+    assert sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file()) == [kept.relative_to(root)]
