@@ -52,6 +52,12 @@ def _replace(gm: fx.GraphModule, node: fx.Node, new: fx.Node) -> None:
     gm.graph.erase_node(node)
 
 
+def unflatten_like(graph: fx.Graph, y: fx.Node, dim: int, x: Any, part: slice) -> fx.Node:
+    """y.unflatten(dim, x.shape[part]) as graph nodes: sizes read from x at run time, not baked from the trace."""
+    sizes = graph.call_function(operator.getitem, (graph.call_function(getattr, (x, "shape")), part))
+    return graph.call_method("unflatten", (y, dim, sizes))
+
+
 def finish(gm: fx.GraphModule, changed: int, description: str) -> str | None:
     """Recompile a changed graph and describe the change; None when the pattern was not found."""
     if not changed:

@@ -7,12 +7,10 @@ a helper the candidate template defines, which folds from the modules themselves
 
 from __future__ import annotations
 
-import operator
-
 import torch
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register
+from kernelbot.agents.rewrites import finish, register, unflatten_like
 
 CONV_BN: dict[type[nn.Module], type[nn.Module]] = {
     nn.Conv1d: nn.BatchNorm1d,
@@ -103,10 +101,7 @@ def conv1x1_matmul(gm: fx.GraphModule) -> str | None:
             if conv.bias is not None:
                 bias = graph.call_method("unsqueeze", (graph.get_attr(f"{node.target}.bias"), -1))
                 y = graph.call_function(torch.add, (y, bias))
-            spatial = graph.call_function(
-                operator.getitem, (graph.call_function(getattr, (x, "shape")), slice(2, None))
-            )
-            out = graph.call_method("unflatten", (y, 2, spatial))
+            out = unflatten_like(graph, y, 2, x, slice(2, None))  # [N, Cout, H, W]
         node.replace_all_uses_with(out)
         graph.erase_node(node)
         names.append(str(node.target))

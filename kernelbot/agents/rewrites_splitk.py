@@ -10,14 +10,13 @@ arithmetic; the sum is reassociated, which the harness checks at the float32 tol
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register
+from kernelbot.agents.rewrites import finish, register, unflatten_like
 
 MAX_ROWS = 64  # rows of x (its leading dimensions) up to which a layer counts as skinny
 MIN_SLICE = 256  # inner-dimension elements a slice keeps: each slice's product stays worth a thread block
@@ -78,10 +77,7 @@ def split_k_linear(gm: fx.GraphModule) -> str | None:
             y = graph.call_method("sum", (graph.call_function(torch.bmm, (xs, ws)), 0))  # [rows, out]
             if bias is not None:
                 y = graph.call_function(torch.add, (y, bias))
-            rows = graph.call_function(
-                operator.getitem, (graph.call_function(getattr, (x, "shape")), slice(None, -1))
-            )
-            out = graph.call_method("unflatten", (y, 0, rows))
+            out = unflatten_like(graph, y, 0, x, slice(None, -1))  # x's leading dimensions again
         node.replace_all_uses_with(out)
         graph.erase_node(node)
         names.append(f"{node.target if node.op == 'call_module' else node.name} (K {k} in {s})")
