@@ -28,10 +28,11 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from benchmarks.gpu_optimize import targets
+
 BANDWIDTH_B_PER_S = 4.15e12  # torch clone of 537 MB on the H200, run 7's probe
 FP32_PEAK_FLOP_PER_S = 67e12  # H200 SXM datasheet, FP32 without Tensor Cores
 REWARD3 = 1.05
-HERE = Path(__file__).resolve().parent
 
 
 def _tensors(value: Any) -> Iterable[torch.Tensor]:
@@ -63,19 +64,13 @@ def count(path: Path) -> dict[str, float]:
     return {"bytes": float(nbytes), "flops": float(flops.get_total_flops())}
 
 
-def file_of(label: str) -> Path | None:
-    """The file behind a table row's label ("problems/06_softmax", "examples/ops/bias_gelu_clamp")."""
-    group, _, name = label.partition("/")
-    root = HERE / "problems" if group == "problems" else HERE.parent / "examples"
-    path = root / f"{name}.py"
-    return path if path.exists() else None  # examples/scale_shift is a declared operator: no single file
-
-
 def rows(results: Path) -> list[dict[str, Any]]:
     table = json.loads((results / "optimize_results.json").read_text())["rows"]
+    # The table's operators and their files; a declared operator (examples/scale_shift) has no single file.
+    files = {t.label: t.root / t.target for t in targets() if t.target.endswith(".py")}
     out = []
     for row in table:
-        path = file_of(row["label"])
+        path = files.get(row["label"])
         times = [t for t in (row.get("eager_ms"), row.get("compile_ms")) if t]
         if path is None or not times:
             continue

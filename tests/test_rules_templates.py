@@ -403,9 +403,8 @@ def test_conv1x1_matmul_rewrites_only_plain_pointwise_convs_and_runs_on_cpu(
     others = analyze(_job(ops, "conv_bn_relu"), ["conv1x1_matmul"])  # a 3x3 convolution only
     assert rule.matches(others, "cuda", "kernelbench", NONE) is not None
     code = rewrite["forward_code"]
-    assert (
-        code.count("torch.matmul(") == 2 and code.count("torch.add(") == 1
-    )  # the bias-free one adds nothing
+    # Two products, one bias (pw_nobias has none); the other four convolutions stay as they were.
+    assert code.count("torch.matmul(") == 2 and code.count("torch.add(") == 1
     assert "self.pw(" not in code and all(
         f"self.{m}(" in code for m in ("k3", "strided", "grouped", "padded")
     )
@@ -490,10 +489,15 @@ def test_fused_epilogue_fires_on_a_pointwise_graph_not_only_a_chain(
     assert rule.matches(single, "cuda", "kernelbench", NONE) == "needs a fusable tail of 2 pointwise ops"
 
 
+def _kernel_source(candidate: str) -> str:
+    """The CUDA source a fused-epilogue candidate hands to CuPy."""
+    cuda = re.search(r'_SOURCE = r"""(.*?)"""', candidate, re.S)
+    assert cuda is not None
+    return cuda.group(1)
+
+
 def _cpu_kernel(source: str, tmp: Path) -> Any:
     """The generated CUDA kernels compiled as C++ for one CPU 'thread' (a grid of 1x1), to check their math."""
-    cuda = re.search(r'_SOURCE = r"""(.*?)"""', source, re.S)
-    assert cuda is not None
     shim = textwrap.dedent("""
         #include <cmath>
         struct Dim { long long x; };
@@ -504,7 +508,7 @@ def _cpu_kernel(source: str, tmp: Path) -> Any:
         #define __forceinline__ inline
         #define __restrict__
     """)
-    (tmp / "k.cpp").write_text(shim + cuda.group(1))
+    (tmp / "k.cpp").write_text(shim + _kernel_source(source))
     subprocess.run(
         ["g++", "-O1", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "k.cpp")], check=True
     )
@@ -544,9 +548,8 @@ def test_fused_epilogue_kernel_math_matches_torch(
     with torch.no_grad():
         ref = model(*args)
         inputs = [t.contiguous() for t in new.prefix(*args)]
-    for (
-        kernel
-    ) in kernels:  # each kernel on its own: the one-element kernel is the fallback of the four-wide one
+    # Each kernel on its own: the one-element kernel is the four-wide one's fallback.
+    for kernel in kernels:
         out = torch.full_like(ref, float("nan"))
         pointers = [ctypes.c_void_p(t.data_ptr()) for t in inputs] + [ctypes.c_void_p(out.data_ptr())]
         getattr(lib, kernel)(*pointers, ctypes.c_longlong(out.numel()))
@@ -564,9 +567,7 @@ def test_fused_epilogue_kernels_compile_for_hopper_with_16_byte_accesses_where_f
         _facts(ops, "bias_rowscale_powers"),
         "cuda",
     )
-    cuda = re.search(r'_SOURCE = r"""(.*?)"""', source, re.S)
-    assert cuda is not None
-    (tmp_path / "k.cu").write_text(cuda.group(1))
+    (tmp_path / "k.cu").write_text(_kernel_source(source))
     subprocess.run(
         ["nvcc", "-arch=sm_90", "-ptx", "-o", str(tmp_path / "k.ptx"), str(tmp_path / "k.cu")], check=True
     )
