@@ -32,7 +32,10 @@ def splits(k: int) -> int:
 
 
 def _linear(gm: fx.GraphModule, node: fx.Node) -> tuple[Any, Any, Any] | None:
-    """(x, weight, bias or None) of an nn.Linear call or an F.linear call, as graph values; else None."""
+    """(x, weight, bias or None) of an nn.Linear call or an F.linear call, as graph values; else None.
+
+    For a module, the parameters become get_attr nodes inserted before the call (the caller rewrites it).
+    """
     if node.op == "call_module" and type(gm.get_submodule(str(node.target))) is nn.Linear:
         if len(node.args) != 1 or node.kwargs:
             return None
