@@ -172,6 +172,29 @@ OPERATORS = {
         def get_init_inputs():
             return []
     """,
+    "conv_family": """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+                self.c1 = nn.Conv1d(6, 8, 3, padding=1)
+                self.c3 = nn.Conv3d(4, 5, 3, padding=1, bias=False)
+                self.dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)  # these two stay: groups, circular padding
+                self.circ = nn.Conv2d(4, 4, 3, padding=1, padding_mode="circular")
+
+            def forward(self, x, v, u):
+                a = self.circ(self.dw(self.up(x)))
+                return torch.cat([a.flatten(), self.c1(v).flatten(), self.c3(u).flatten()])
+
+        def get_inputs():
+            return [torch.randn(2, 8, 6, 7), torch.randn(2, 6, 20), torch.randn(4, 5, 6, 7)]
+
+        def get_init_inputs():
+            return []
+    """,
     "skinny_mlp": """
         import torch
         import torch.nn as nn
@@ -507,6 +530,9 @@ def _cpu_kernel(source: str, tmp: Path) -> Any:
         #define __device__
         #define __forceinline__ inline
         #define __restrict__
+        #include <cstring>
+        inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+        inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
     """)
     (tmp / "k.cpp").write_text(shim + _kernel_source(source))
     subprocess.run(
@@ -702,8 +728,74 @@ def test_tf32x3_fires_on_float32_products_on_cuda_where_the_policy_allows(
         "tf32x3 not allowed by the precision policy"
     )
     assert rule.matches(facts, "cpu", "kernelbench", {"allow_tf32x3": True}) == "not for cpu"
-    for other in ("pointwise_soup", "conv_bn_relu"):  # no matrix product
-        assert rule.matches(_facts(ops, other), "cuda", "kernelbench", {"allow_tf32x3": True}) is not None
+    assert rule.matches(_facts(ops, "pointwise_soup"), "cuda", "kernelbench", {"allow_tf32x3": True}) == (
+        "pattern not found in the graph"
+    )
+    conv = _facts(ops, "conv_bn_relu")  # a convolution is a product too: a sum over its input channels
+    assert rule.matches(conv, "cuda", "kernelbench", {"allow_tf32x3": True}) is None
+
+
+def test_tf32x3_computes_one_group_convolutions_over_tripled_channels(ops: Path, rules: dict[str, Rule]) -> None:
+    rule = rules["tf32x3-matmul"]
+    facts = _facts(ops, "conv_family")
+    assert "3 float32 matrix product(s) or convolution(s)" in facts["rewrites"]["tf32x3_products"]["description"]
+    source = _render(rule, ops, "conv_family", facts, "cuda")
+    forward = source.split("class ModelNew")[1]
+    assert forward.count("tf32x3_conv(") == 3  # transposed, 1-d, 3-d; not the grouped or circular ones
+    assert "self.dw(" in forward and "self.circ(" in forward
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    torch.manual_seed(0)
+    model, new = namespace["Model"]().eval(), namespace["ModelNew"]().eval()
+    new.load_state_dict(model.state_dict())
+    inputs = namespace["get_inputs"]()
+    with torch.no_grad():  # on the CPU TF32 is a no-op: this checks that the tripled channels sum the three
+        truth = model.double()(*[t.double() for t in inputs])
+        model.float()
+        fp32_error = (model(*inputs).double() - truth).abs().max()
+        emulated_error = (new(*inputs).double() - truth).abs().max()
+    assert emulated_error < 4 * fp32_error, (emulated_error, fp32_error)
+    ev = _evaluate(rule, ops, "conv_family", source)
+    assert ev.status == "ok", ev.reason
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to check the generated kernel's math on CPU")
+@pytest.mark.parametrize("left", [True, False])
+def test_tf32x3_split_kernel_writes_what_the_pytorch_split_does_bit_for_bit(
+    ops: Path, rules: dict[str, Rule], tmp_path: Path, left: bool
+) -> None:
+    source = _render(rules["tf32x3-matmul"], ops, "products", _facts(ops, "products"), "cuda")
+    lib = _cpu_kernel(source, tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    x = torch.randn(3, 8, 5) * torch.logspace(-20, 20, 5)  # stacked along dim 1: outer 3, inner 8 * 5 = 40
+    expected = namespace["_stacked"](x, 1, left=left)  # a CPU tensor: the PyTorch ops
+    out = torch.full((3, 24, 5), float("nan"))
+    lib.tf32x3_split(
+        ctypes.c_void_p(x.data_ptr()),
+        ctypes.c_void_p(out.data_ptr()),
+        ctypes.c_longlong(x.numel() // 4),
+        ctypes.c_longlong(40 // 4),
+        ctypes.c_longlong(int(left)),
+    )
+    assert torch.equal(out.view(torch.int32), expected.view(torch.int32))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc to compile the generated kernels for a GPU")
+def test_tf32x3_split_kernel_compiles_for_hopper_with_16_byte_accesses(
+    ops: Path, rules: dict[str, Rule], tmp_path: Path
+) -> None:
+    source = _render(rules["tf32x3-matmul"], ops, "products", _facts(ops, "products"), "cuda")
+    (tmp_path / "k.cu").write_text(_kernel_source(source))
+    subprocess.run(
+        ["nvcc", "-arch=sm_90", "-ptx", "-o", str(tmp_path / "k.ptx"), str(tmp_path / "k.cu")], check=True
+    )
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert ".entry tf32x3_split(" in ptx
+    loads = len(re.findall(r"ld\.global\.nc\.v4\.f32", ptx))  # the loop is unrolled: several copies
+    stores = len(re.findall(r"st\.global\.v4\.[fub]32", ptx))  # the bit-masked values store as u32
+    assert loads >= 1 and stores == 3 * loads  # one 16-byte read, three 16-byte writes, in every copy
+    assert not re.search(r"(ld|st)\.global(\.nc)?\.f32", ptx)  # and no access one float wide
 
 
 def test_tf32x3_splits_operands_into_tf32_values_and_keeps_the_float32_tolerance(

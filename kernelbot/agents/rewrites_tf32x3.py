@@ -1,6 +1,7 @@
 """torch.fx rewrite for float32 products emulated on TF32 Tensor Cores (tf32x3); importing it registers it.
 
-Each float32 matrix product (matmul, mm, bmm, @, F.linear, nn.Linear) is routed through a helper that the
+Each float32 matrix product (matmul, mm, bmm, @, F.linear, nn.Linear) and each one-group, zero-padded
+convolution module (Conv1d-3d, ConvTranspose1d-3d: a sum over input channels) is routed through a helper that the
 candidate template defines (templates/kernels/tf32x3.py.j2): it splits each operand into two TF32 values,
 x = hi + lo, and sums hi·hi + hi·lo + lo·hi in one TF32 product with float32 accumulation. The stand-ins below
 are exact, so the analysis's dry run computes what the operator computes.
@@ -30,9 +31,20 @@ def tf32x3_linear_helper(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     return F.linear(x, weight, bias)
 
 
+def tf32x3_conv_helper(conv: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Stand-in for the template's `tf32x3_conv`."""
+    return conv(x)
+
+
+CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
 # The generated forward names a call_function target `<module>_<name>`: these spellings make the names
-# `tf32x3_matmul` and `tf32x3_linear`, the helpers that templates/kernels/tf32x3.py.j2 defines.
-for _helper, _name in ((tf32x3_matmul_helper, "matmul"), (tf32x3_linear_helper, "linear")):
+# `tf32x3_matmul`, `tf32x3_linear` and `tf32x3_conv`, the helpers that templates/kernels/tf32x3.py.j2 defines.
+for _helper, _name in (
+    (tf32x3_matmul_helper, "matmul"),
+    (tf32x3_linear_helper, "linear"),
+    (tf32x3_conv_helper, "conv"),
+):
     _helper.__module__ = "tf32x3"
     _helper.__name__ = _helper.__qualname__ = _name
 
@@ -65,12 +77,20 @@ def _product_args(gm: fx.GraphModule, node: fx.Node) -> tuple[object, tuple[obje
         weight = gm.graph.get_attr(f"{node.target}.weight")
         bias = gm.graph.get_attr(f"{node.target}.bias") if module.bias is not None else None
         return tf32x3_linear_helper, (node.args[0], weight, bias)
+    if node.op == "call_module" and type(gm.get_submodule(str(node.target))) in CONVS:
+        conv = gm.get_submodule(str(node.target))
+        plain = conv.groups == 1 and conv.padding_mode == "zeros" and conv.weight.dtype == torch.float32
+        if len(node.args) != 1 or not plain or not _float32(node.args[0]):
+            return (
+                None  # a group's channels would interleave in the tripled input; output_size is not passed on
+            )
+        return tf32x3_conv_helper, (gm.graph.get_attr(str(node.target)), node.args[0])
     return None
 
 
 @register("tf32x3_products")
 def tf32x3_products(gm: fx.GraphModule) -> str | None:
-    """Every float32 matrix product becomes the template's three-TF32-product helper."""
+    """Every float32 matrix product and convolution becomes the template's three-TF32-product helper."""
     changed = 0
     for node in list(gm.graph.nodes):
         with gm.graph.inserting_before(node):
@@ -86,5 +106,6 @@ def tf32x3_products(gm: fx.GraphModule) -> str | None:
     return finish(
         gm,
         changed,
-        f"computed {changed} float32 matrix product(s) as three TF32 Tensor Core products (hi·hi + hi·lo + lo·hi)",
+        f"computed {changed} float32 matrix product(s) or convolution(s) as three TF32 Tensor Core products"
+        " (hi·hi + hi·lo + lo·hi)",
     )
