@@ -185,3 +185,42 @@ def test_a_stricter_policys_stacks_are_built_under_a_looser_one(tmp_path: Path, 
     assert "tf32-matmul" not in "".join(made["default"])  # not allowed, and tf32x3 conflicts with it
     assert made["default"].items() <= made["tf32"].items()
     assert made["tf32"]["compile-max-autotune+tf32-matmul"] == "tf32"  # on the IEEE base; built once
+
+
+def test_a_rewrite_that_lost_to_a_wrapper_alone_gets_the_wrapper_on_top(
+    tmp_path: Path, rules: list[Rule], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """34_mlp_small_batch on the H200: the graph capture and tf32x3 each just under the line alone. The fastest
+    forward replacements besides the policies' bases are bases too, at most EXTRA_BASES of them."""
+    task = _task(tmp_path, PrecisionPolicy())
+    task.facts["eager_ms"] = 0.05  # launch-bound: the graph capture matches
+    forward = (
+        "def forward(self, x):\n    return torch.relu(tf32x3_linear(x, self.lin.weight, self.lin.bias))\n"
+    )
+    task.facts["rewrites"] = {
+        "tf32x3_products": {"applied": True, "description": "d", "forward_code": forward},
+        "split_k_linear": {
+            "applied": True,
+            "description": "d",
+            "forward_code": "def forward(self, x):\n    return x\n",
+        },
+    }
+    singles = {
+        "cuda-graph-capture": ("ok", 1.04),
+        "tf32x3-matmul": ("ok", 1.03),
+        "split-k-linear": ("ok", 0.9),
+    }
+    feedback, stacks = _answer(SearchAgent(rules), task, singles)
+    assert set(singles) <= {f.proposal.origin for f in feedback}
+    origins = [p.origin for p in stacks]
+    assert "tf32x3-matmul+cuda-graph-capture" in origins  # on the slower rewrite, after the graph capture won
+    assert "split-k-linear+cuda-graph-capture" in origins
+    assert origins.index("tf32x3-matmul+cuda-graph-capture") < origins.index(
+        "split-k-linear+cuda-graph-capture"
+    )
+    (on_tf32x3,) = [p for p in stacks if p.origin == "tf32x3-matmul+cuda-graph-capture"]
+    assert on_tf32x3.precision == "tf32x3" and "tf32x3_linear(" in on_tf32x3.source
+    # With EXTRA_BASES = 0 only the fastest candidate is a base, and nothing stacks on a graph capture.
+    monkeypatch.setattr("kernelbot.agents.search.EXTRA_BASES", 0)
+    _, none = _answer(SearchAgent(rules), task, singles)
+    assert not [p for p in none if p.origin.endswith("+cuda-graph-capture")]

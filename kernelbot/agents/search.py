@@ -57,14 +57,22 @@ class SearchAgent:
         a superset of the ones a stricter run would make.
         """
         verified = [f for f in feedback if f.evaluation.ok and f.speedup_vs_eager is not None]
+        by_id = {r.id: r for r in self.rules}
         bases: list[Feedback] = []
         for allowed in (*STRICTER_POLICIES, None):
             group = [f for f in verified if allowed is None or f.proposal.precision in allowed]
             best = max(group, key=lambda f: f.speedup_vs_eager or 0.0, default=None)
             if best is not None and best not in bases:
                 bases.append(best)
+        # What a wrapper saves (launches, kernels fused) mostly adds to any forward it wraps: the fastest other
+        # forward replacements (rewrites, kernels) are bases too, after those, so that a rewrite that lost
+        # alone to a wrapper still gets the wrapper on top (on the H200: tf32x3 under the graph capture).
+        replacements = sorted(
+            (f for f in verified if f.proposal.origin in by_id and not by_id[f.proposal.origin].stacks),
+            key=lambda f: -(f.speedup_vs_eager or 0.0),
+        )
+        bases += [f for f in replacements if f not in bases][:EXTRA_BASES]
         ok_alone = {f.proposal.origin for f in verified}
-        by_id = {r.id: r for r in self.rules}
         out: list[Proposal] = []
         made: set[frozenset[str]] = set()
         for base in bases:
@@ -131,6 +139,8 @@ class SearchAgent:
             self._queue = self.stack(task, feedback)
         return self._queue.pop(0) if self._queue else None
 
+
+EXTRA_BASES = 2  # forward replacements stacked on beyond the policies' fastest (each adds a stack or two)
 
 # Precisions a stricter policy allows, strictest first (IEEE float32 only, then the default float32 policy):
 # each one's fastest candidate is a base for stacks.
