@@ -32,6 +32,7 @@ pytestmark = [
         ("27_gemm_scale_relu.py", None, "ok"),
         ("27_gemm_scale_relu.py", "compile-max-autotune", "ok"),
         ("01_square_matmul.py", None, "incorrect"),  # a long product of raw values: held to 1e-4, refused
+        ("34_mlp_small_batch.py", None, "ok"),
     ],
 )
 def test_tf32x3_is_held_to_the_float32_tolerance(
@@ -62,4 +63,49 @@ def test_tf32x3_error_is_far_below_tf32s(tmp_path: Path) -> None:
             torch.backends.cuda.matmul.allow_tf32 = False
     print(f"max abs error vs float64: IEEE float32 {fp32:.3g}, tf32x3 {emulated:.3g}, TF32 {tf32:.3g}")
     # Measured on the H200: IEEE float32 4.7e-4, tf32x3 5.0e-3, TF32 6.7e-2.
+    assert tf32 > 5 * emulated
+
+
+@pytest.mark.parametrize("shape", [(3, 64, 10), (2, 6, 5), (7,)])  # inner % 4 == 0: the kernel; else PyTorch
+@pytest.mark.parametrize("left", [True, False])
+def test_the_cupy_split_equals_the_pytorch_split_bit_for_bit(shape: tuple[int, ...], left: bool) -> None:
+    _, source = _build("02_tall_skinny_matmul.py", "tf32x3-matmul")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    assert namespace["cupy"] is not None
+    x = torch.randn(shape, device="cuda") * 1e3
+    dim = 1 if len(shape) > 1 else 0
+    on_gpu = namespace["_stacked"](x, dim, left=left)
+    on_cpu = namespace["_stacked"](x.cpu(), dim, left=left)  # the PyTorch ops
+    assert on_gpu.shape == on_cpu.shape and on_gpu.is_cuda
+    assert torch.equal(on_gpu.cpu().view(torch.int32), on_cpu.view(torch.int32))
+
+
+@pytest.mark.parametrize("problem", ["19_conv2d_3x3.py", "20_conv2d_pointwise.py", "22_conv_transpose2d.py"])
+def test_tf32x3_convolution_error_is_far_below_tf32s(problem: str) -> None:
+    _, source = _build(problem, "tf32x3-matmul")
+    assert "tf32x3_conv(" in source
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "candidate", "exec"), namespace)
+    torch.manual_seed(0)
+    init = namespace["get_init_inputs"]()
+    model, new = namespace["Model"](*init).cuda().eval(), namespace["ModelNew"](*init).cuda().eval()
+    new.load_state_dict(model.state_dict())
+    inputs = [t.cuda() for t in namespace["get_inputs"]()]
+    was = torch.backends.cudnn.allow_tf32  # on by default in PyTorch: IEEE float32 needs it off
+    try:
+        with torch.no_grad():
+            truth = model.double()(*[t.double() for t in inputs])
+            model.float()
+            torch.backends.cudnn.allow_tf32 = False
+            fp32 = (model(*inputs).double() - truth).abs().max().item()
+            emulated = (new(*inputs).double() - truth).abs().max().item()
+            assert not torch.backends.cudnn.allow_tf32  # switched on inside the convolution only
+            torch.backends.cudnn.allow_tf32 = True
+            tf32 = (model(*inputs).double() - truth).abs().max().item()
+    finally:
+        torch.backends.cudnn.allow_tf32 = was
+    print(
+        f"{problem}: max abs error vs float64: IEEE float32 {fp32:.3g}, tf32x3 {emulated:.3g}, TF32 {tf32:.3g}"
+    )
     assert tf32 > 5 * emulated
