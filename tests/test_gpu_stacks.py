@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kernelbot.agents.base import Proposal, Task, job_at_precision
-from kernelbot.agents.rules import load_rules
+from kernelbot.agents.rules import load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
 from kernelbot.agents.tracer import analyze
 from kernelbot.config import PrecisionPolicy
@@ -33,7 +33,7 @@ def _build(problem: str, base_rule: str, wrapper: str | None = None) -> tuple[di
     spec = kernelbench_spec(problem)
     job = spec.job(PROBLEMS, "cuda")
     rules = {r.id: r for r in load_rules()}
-    facts = analyze(job, ["conv_bn_fold", "tf32x3_products"]) | {"eager_ms": 0.05}
+    facts = analyze(job, rewrites_for(list(rules.values()))) | {"eager_ms": 0.05}
     task = Task(spec, PROBLEMS, "cuda", (PROBLEMS / problem).read_text(), PrecisionPolicy(), facts)
     agent = SearchAgent(list(rules.values()))
     base = agent.build(rules[base_rule], task)
@@ -52,6 +52,11 @@ def _build(problem: str, base_rule: str, wrapper: str | None = None) -> tuple[di
         ("35_tiny_cnn.py", "conv-bn-fold", "cuda-graph-capture"),
         ("27_gemm_scale_relu.py", "fused-elementwise-epilogue", "compile-max-autotune"),
         ("34_mlp_small_batch.py", "tf32x3-matmul", "cuda-graph-capture"),  # CuPy splits inside a capture
+        (
+            "37_transformer_encoder_layer.py",
+            "row-softmax-kernel",
+            "cuda-graph-capture",
+        ),  # CuPy softmax likewise
     ],
 )
 def test_stacked_wrapper_verifies_on_the_gpu(tmp_path: Path, problem: str, base: str, wrapper: str) -> None:

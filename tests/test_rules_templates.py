@@ -735,10 +735,14 @@ def test_tf32x3_fires_on_float32_products_on_cuda_where_the_policy_allows(
     assert rule.matches(conv, "cuda", "kernelbench", {"allow_tf32x3": True}) is None
 
 
-def test_tf32x3_computes_one_group_convolutions_over_tripled_channels(ops: Path, rules: dict[str, Rule]) -> None:
+def test_tf32x3_computes_one_group_convolutions_over_tripled_channels(
+    ops: Path, rules: dict[str, Rule]
+) -> None:
     rule = rules["tf32x3-matmul"]
     facts = _facts(ops, "conv_family")
-    assert "3 float32 matrix product(s) or convolution(s)" in facts["rewrites"]["tf32x3_products"]["description"]
+    assert (
+        "3 float32 matrix product(s) or convolution(s)" in facts["rewrites"]["tf32x3_products"]["description"]
+    )
     source = _render(rule, ops, "conv_family", facts, "cuda")
     forward = source.split("class ModelNew")[1]
     assert forward.count("tf32x3_conv(") == 3  # transposed, 1-d, 3-d; not the grouped or circular ones

@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from kernelbot.agents import epilogue
 from kernelbot.agents.rewrites import REWRITES
 from kernelbot.agents.rewrites_conv import conv_bn_fold  # noqa: F401  (importing registers the rewrite)
+from kernelbot.agents.rewrites_softmax import row_softmax  # noqa: F401  (likewise)
 from kernelbot.agents.rewrites_splitk import split_k_linear  # noqa: F401  (likewise)
 from kernelbot.agents.rewrites_tf32x3 import tf32x3_products  # noqa: F401  (likewise)
 from kernelbot.harness.loader import Operator
