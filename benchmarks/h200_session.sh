@@ -26,10 +26,11 @@
 #   PROBE="elementwise_bandwidth:17_silu_manual.py elementwise_bandwidth:18_gelu_tanh_manual.py" PROBE_S=110 \
 #     WARM_S=230 CALL_S=565 FIRST=34_,35_,37_,20_,bias_gelu,linear_relu,rowmean,02_,06_,12_,27_,29_,33_ \
 #     LAST=17_,18_,30_ bash ... table; then more (CALL_S=560), more2 (CALL_S=555): 1671 device seconds.
-# The eighth session (all 42 again: tf32x3 on convolutions with a CuPy split kernel, the float4 epilogue,
-# conv1x1-matmul, split-k-linear, extra stack bases; the GPU tests of these alone on GPU 0 first):
-#   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_gpu_epilogue.py" TESTS_S=200 \
-#     WARM_S=230 CALL_S=560 FIRST=20_,34_,19_,22_,23_,28_,36_,conv_bn_relu,35_,37_,27_,02_,linear_relu \
+# The eighth session (all 42 again: row-softmax-kernel, tf32x3 on convolutions with a CuPy split kernel, the
+# float4 epilogue, conv1x1-matmul, split-k-linear, extra stack bases; their GPU tests alone on GPU 0 first):
+#   GPU_TESTS="tests/test_gpu_row_softmax.py tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py \
+#     tests/test_gpu_epilogue.py" TESTS_S=200 WARM_S=230 CALL_S=560 \
+#     FIRST=20_,34_,06_,07_,19_,22_,23_,28_,36_,conv_bn_relu,35_,37_,32_,27_,02_,linear_relu \
 #     LAST=16_,30_,10_,04_,11_ bash ... table; then more, more2 (CALL_S as time allows).
 # PROBE="name[:ARG] ..." runs benchmarks/probes/<name>.py OUT.json [ARG] after the GPU tests (PROBE=1:
 # tf32x3_accuracy); FIRST puts those operators first in `timed`, LAST those last.
