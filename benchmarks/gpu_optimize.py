@@ -318,7 +318,7 @@ def operator_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
 
         table.append(
             [
-                r["label"],
+                r["label"] + (f" ({r['carried_from']})" if "carried_from" in r else ""),
                 _ms(r.get("eager_ms")),
                 _ms(r.get("compile_ms")),
                 cell(default),
@@ -381,15 +381,21 @@ def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def summarize(files: list[Path], out: Path) -> dict[str, Any]:
+def summarize(files: list[Path], out: Path, carried: Path | None = None) -> dict[str, Any]:
+    """The table of the rows in `files`; with `carried` (an earlier run's optimize_results.json), that run's
+    rows fill in the operators these files lack, each marked with the earlier run's folder name."""
     rows: dict[str, dict[str, Any]] = {}
     for f in files:
         for line in f.read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
                 rows[row["label"]] = row  # a later shard's row of the same operator wins
+    if carried is not None:
+        for row in json.loads(carried.read_text())["rows"]:
+            rows.setdefault(row["label"], {**row, "carried_from": carried.parent.name})
     ordered = [rows[t.label] for t in targets() if t.label in rows]
     missing = [t.label for t in targets() if t.label not in rows]
+    earlier = [r["label"] for r in ordered if "carried_from" in r]
     summaries = {name: policy_summary(ordered, allowed) for name, allowed in POLICIES.items()}
     levels = {t.label: t.level for t in targets()}
     parts = {"examples only": [r for r in ordered if r["group"] == "example"]}
@@ -407,7 +413,15 @@ def summarize(files: list[Path], out: Path) -> dict[str, Any]:
     lines = [
         f"# `kernelbot optimize` (search agent) on {', '.join(sorted({e.get('gpu') or 'CPU' for e in env_list}))}",
         "",
-        f"Operators measured: {len(ordered)}; not measured: {', '.join(missing) or 'none'}.",
+        f"Operators measured: {len(ordered) - len(earlier)}; not measured: {', '.join(missing) or 'none'}.",
+        *(
+            [
+                f"Besides, {len(earlier)} rows carried from {carried.parent.name}, an earlier run (marked), not "
+                f"measured with this run's rules: {', '.join(earlier)}."
+            ]
+            if carried is not None and earlier
+            else []
+        ),
         ("Environment: " + "; ".join(envs)) if envs else "",
         "",
         *md_table(SUMMARY_HEADER, summary_rows(summaries)),
@@ -426,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("mode", choices=["warm", "forget", "timed", "summarize", "list"])
     p.add_argument(
         "--rows", nargs="*", type=Path, default=[], help="summarize: optimize_rows.jsonl files to merge"
+    )
+    p.add_argument(
+        "--carried",
+        type=Path,
+        help="summarize: an earlier optimize_results.json for the operators --rows lack",
     )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--shard", help="I/N: every N-th operator starting at I (one shard per GPU)")
@@ -457,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         forget_shared_tuning(a.device)
         return 0
     if a.mode == "summarize":
-        summarize(a.rows, a.out)
+        summarize(a.rows, a.out, a.carried)
         return 0
     log = Log()
     done = {

@@ -79,6 +79,41 @@ def test_summary_counts_shares_and_geometric_means(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "optimize_results.md").read_text().count("| problems/") == 3
 
 
+def test_an_earlier_runs_rows_fill_only_the_operators_this_run_lacks_and_are_marked(tmp_path: Path) -> None:
+    now = {
+        "label": "problems/06_softmax",
+        "group": "problem",
+        "eager_ms": 0.28,
+        "compile_ms": 0.17,
+        "candidates": [cand("row-softmax-kernel", "exact", 3, 1.9, 1.14)],
+        "wall_s": 1.0,
+    }
+    before = [
+        {**now, "candidates": [cand("compile-max-autotune", "exact", 2, 1.7, 0.97)]},  # superseded by this run
+        {"label": "problems/16_relu", "group": "problem", "eager_ms": 0.26, "compile_ms": 0.27,
+         "candidates": [cand("compile-max-autotune", "exact", 1, 0.95, 1.0)], "wall_s": 1.0},
+    ]  # fmt: skip
+    (tmp_path / "rows.jsonl").write_text(json.dumps(now) + "\n")
+    earlier = tmp_path / "run7" / "optimize_results.json"
+    earlier.parent.mkdir()
+    earlier.write_text(json.dumps({"rows": before}))
+    result = summarize([tmp_path / "rows.jsonl"], tmp_path / "out", carried=earlier)
+    by_label = {r["label"]: r for r in result["rows"]}
+    assert by_label["problems/06_softmax"]["candidates"][0]["origin"] == "row-softmax-kernel"
+    assert (
+        by_label["problems/16_relu"]["carried_from"] == "run7"
+        and "carried_from" not in by_label["problems/06_softmax"]
+    )
+    assert result["summaries"][DEFAULT]["operators"] == 2 and result["summaries"][DEFAULT]["reward_3"] == 1
+    table = (tmp_path / "out" / "optimize_results.md").read_text()
+    assert "| problems/16_relu (run7) |" in table and "| problems/06_softmax |" in table
+    assert "Operators measured: 1; not measured: examples/" in table  # 16_relu is not counted as measured
+    assert (
+        "Besides, 1 rows carried from run7, an earlier run (marked), not measured with this run's rules: "
+        "problems/16_relu." in table
+    )
+
+
 def test_first_and_last_order_a_shard_and_keep_the_rest_in_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
