@@ -716,6 +716,20 @@ def test_a_compile_mode_stacked_on_the_fused_epilogue_passes_the_kernel_check(
         assert scan(source, allow_tf32=True, require_kernel=True) == [], wrapper
 
 
+def _errors_against_float64(candidate: dict[str, Any], inputs: list[torch.Tensor]) -> tuple[float, float]:
+    """(ModelNew's, Model's) largest error against Model in float64, on the CPU, where TF32 is a no-op: so
+    a tf32x3 candidate's error here is its split-and-sum arithmetic's alone."""
+    model, new = candidate["Model"]().eval(), candidate["ModelNew"]().eval()
+    new.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        truth = model.double()(*[t.double() for t in inputs])
+        model.float()
+        return (
+            (new(*inputs).double() - truth).abs().max().item(),
+            (model(*inputs).double() - truth).abs().max().item(),
+        )
+
+
 def test_tf32x3_fires_on_float32_products_on_cuda_where_the_policy_allows(
     ops: Path, rules: dict[str, Rule]
 ) -> None:
@@ -750,15 +764,8 @@ def test_tf32x3_computes_one_group_convolutions_over_tripled_channels(
     namespace: dict[str, Any] = {}
     exec(compile(source, "candidate", "exec"), namespace)
     torch.manual_seed(0)
-    model, new = namespace["Model"]().eval(), namespace["ModelNew"]().eval()
-    new.load_state_dict(model.state_dict())
-    inputs = namespace["get_inputs"]()
-    with torch.no_grad():  # on the CPU TF32 is a no-op: this checks that the tripled channels sum the three
-        truth = model.double()(*[t.double() for t in inputs])
-        model.float()
-        fp32_error = (model(*inputs).double() - truth).abs().max()
-        emulated_error = (new(*inputs).double() - truth).abs().max()
-    assert emulated_error < 4 * fp32_error, (emulated_error, fp32_error)
+    emulated_error, fp32_error = _errors_against_float64(namespace, namespace["get_inputs"]())
+    assert emulated_error < 4 * fp32_error, (emulated_error, fp32_error)  # the tripled channels sum the three
     ev = _evaluate(rule, ops, "conv_family", source)
     assert ev.status == "ok", ev.reason
 
@@ -823,15 +830,12 @@ def test_tf32x3_splits_operands_into_tf32_values_and_keeps_the_float32_tolerance
     assert ((hi.double() + lo.double() - x.double()).abs() <= 2**-21 * x.double().abs()).all()
 
     torch.manual_seed(0)
-    model, new = namespace["Model"]().eval(), namespace["ModelNew"]().eval()
-    new.load_state_dict(model.state_dict())
     inputs = [torch.randn(4, 24, 512), torch.randn(4, 512, 32), torch.randn(40)]
-    with torch.no_grad():  # on the CPU TF32 is a no-op: this checks the split-and-sum arithmetic itself
-        truth = model.double()(*[t.double() for t in inputs])
-        model.float()
-        fp32_error = (model(*inputs).double() - truth).abs().max()
-        emulated_error = (new(*inputs).double() - truth).abs().max()
-    assert emulated_error < 4 * fp32_error, (emulated_error, fp32_error)
+    emulated_error, fp32_error = _errors_against_float64(namespace, inputs)
+    assert emulated_error < 4 * fp32_error, (
+        emulated_error,
+        fp32_error,
+    )  # the split-and-sum arithmetic itself
     ev = _evaluate(rule, ops, "products", source)
     assert ev.status == "ok", ev.reason
 
