@@ -80,10 +80,9 @@ def _product_args(gm: fx.GraphModule, node: fx.Node) -> tuple[object, tuple[obje
     if node.op == "call_module" and type(gm.get_submodule(str(node.target))) in CONVS:
         conv = gm.get_submodule(str(node.target))
         plain = conv.groups == 1 and conv.padding_mode == "zeros" and conv.weight.dtype == torch.float32
+        # Groups would interleave their channels in the tripled input; an output_size argument is not passed on.
         if len(node.args) != 1 or not plain or not _float32(node.args[0]):
-            return (
-                None  # a group's channels would interleave in the tripled input; output_size is not passed on
-            )
+            return None
         return tf32x3_conv_helper, (gm.graph.get_attr(str(node.target)), node.args[0])
     return None
 
