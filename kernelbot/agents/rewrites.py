@@ -47,7 +47,8 @@ def _is_diag_of_vector(node: object) -> bool:
     return _shape(source) is not None and len(_shape(source) or ()) == 1
 
 
-def _replace(gm: fx.GraphModule, node: fx.Node, new: fx.Node) -> None:
+def replace_node(gm: fx.GraphModule, node: fx.Node, new: fx.Node) -> None:
+    """Every use of `node` becomes `new`, and `node` leaves the graph."""
     node.replace_all_uses_with(new)
     gm.graph.erase_node(node)
 
@@ -84,7 +85,7 @@ def diag_matmul(gm: fx.GraphModule) -> str | None:
                 new = gm.graph.call_function(torch.mul, (left, right.args[0]))
             else:
                 continue
-        _replace(gm, node, new)
+        replace_node(gm, node, new)
         changed += 1
     return finish(gm, changed, f"replaced {changed} diagonal-matrix product(s) by a broadcast scale")
 
@@ -193,7 +194,7 @@ def reduce_before_matmul(gm: fx.GraphModule) -> str | None:
                 )
             if keepdim:
                 new = gm.graph.call_method("unsqueeze", (new, -1))
-        _replace(gm, node, new)
+        replace_node(gm, node, new)
         changed += 1
     return finish(gm, changed, f"moved {changed} last-dimension sum(s)/mean(s) before the matrix product")
 
@@ -232,6 +233,6 @@ def matmul_reassociate(gm: fx.GraphModule) -> str | None:
         with gm.graph.inserting_before(node):
             bc = gm.graph.call_function(torch.matmul, (b, c))
             new = gm.graph.call_function(torch.matmul, (a, bc))
-        _replace(gm, node, new)
+        replace_node(gm, node, new)
         changed += 1
     return finish(gm, changed, f"re-associated {changed} matmul chain(s) to the cheaper order by FLOP count")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register, unflatten_like
+from kernelbot.agents.rewrites import finish, register, replace_node, unflatten_like
 
 CONV_BN: dict[type[nn.Module], type[nn.Module]] = {
     nn.Conv1d: nn.BatchNorm1d,
@@ -59,8 +59,7 @@ def conv_bn_fold(gm: fx.GraphModule) -> str | None:
             conv = gm.graph.get_attr(str(conv_node.target))
             bn = gm.graph.get_attr(str(node.target))
             fused = gm.graph.call_function(conv_bn_fold_helper, (conv, bn, conv_node.args[0]))
-        node.replace_all_uses_with(fused)
-        gm.graph.erase_node(node)
+        replace_node(gm, node, fused)
         gm.graph.erase_node(conv_node)
         pairs.append(f"{conv_node.target}+{node.target}")
     return finish(
@@ -102,8 +101,7 @@ def conv1x1_matmul(gm: fx.GraphModule) -> str | None:
                 bias = graph.call_method("unsqueeze", (graph.get_attr(f"{node.target}.bias"), -1))
                 y = graph.call_function(torch.add, (y, bias))
             out = unflatten_like(graph, y, 2, x, slice(2, None))  # [N, Cout, H, W]
-        node.replace_all_uses_with(out)
-        graph.erase_node(node)
+        replace_node(gm, node, out)
         names.append(str(node.target))
     return finish(
         gm,

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register
+from kernelbot.agents.rewrites import finish, register, replace_node
 
 MAX_COLS = 16384  # the template's widest kernel: 256 threads, 16 float4 registers each (32 spill on sm_90)
 FUNCTIONS = {torch.softmax: False, F.softmax: False, torch.log_softmax: True, F.log_softmax: True}
@@ -81,7 +81,6 @@ def row_softmax(gm: fx.GraphModule) -> str | None:
         with gm.graph.inserting_before(node):
             new = gm.graph.call_function(row_softmax_helper, (x, log))
             new.meta = dict(node.meta)
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
+        replace_node(gm, node, new)
         changed += 1
     return finish(gm, changed, f"computed {changed} row softmax(es) as one kernel a row, each row read once")

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register, unflatten_like
+from kernelbot.agents.rewrites import finish, register, replace_node, unflatten_like
 
 MAX_ROWS = 64  # rows of x (its leading dimensions) up to which a layer counts as skinny
 MIN_SLICE = 256  # inner-dimension elements a slice keeps: each slice's product stays worth a thread block
@@ -81,8 +81,7 @@ def split_k_linear(gm: fx.GraphModule) -> str | None:
             if bias is not None:
                 y = graph.call_function(torch.add, (y, bias))
             out = unflatten_like(graph, y, 0, x, slice(None, -1))  # x's leading dimensions again
-        node.replace_all_uses_with(out)
-        graph.erase_node(node)
+        replace_node(gm, node, out)
         names.append(f"{node.target if node.op == 'call_module' else node.name} (K {k} in {s})")
     return finish(
         gm,

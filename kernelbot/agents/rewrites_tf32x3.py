@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register
+from kernelbot.agents.rewrites import finish, register, replace_node
 
 PRODUCTS = {torch.matmul, torch.mm, torch.bmm, operator.matmul}
 PRODUCT_METHODS = {"matmul", "mm", "bmm"}
@@ -99,8 +99,7 @@ def tf32x3_products(gm: fx.GraphModule) -> str | None:
             helper, args = found
             new = gm.graph.call_function(helper, args)  # type: ignore[arg-type]
             new.meta = dict(node.meta)  # its shape and dtype, for the products that consume it
-        node.replace_all_uses_with(new)
-        gm.graph.erase_node(node)
+        replace_node(gm, node, new)
         changed += 1
     return finish(
         gm,
