@@ -55,6 +55,7 @@ from kernelbot.spec import OperatorSpec, is_kernelbench_source, resolve_operator
 
 EXAMPLES = REPO / "examples"
 PROBLEMS = REPO / "benchmarks" / "problems"
+REALSIZE = REPO / "benchmarks" / "realsize"  # KernelBench v0.1 scale: 1-15 ms each on an H200
 ROWS_FILE = "optimize_rows.jsonl"
 POLICY = PrecisionPolicy(allow_tf32=True, allow_bf16=False)
 TIMED = HarnessSettings(time_budget_s=1.0, timeout_s=150.0)  # rewards turn on 5%: a second per subject does
@@ -65,7 +66,7 @@ RESERVE_S = 20.0  # left at the deadline for writing results
 @dataclass(frozen=True)
 class Target:
     label: str  # "examples/ops/conv_bn_relu", "examples/scale_shift", "problems/06_softmax"
-    group: str  # "example" | "problem"
+    group: str  # "example" | "problem" | "realsize"
     root: Path
     target: str  # what `kernelbot optimize` would be given: a file under root, or a declared name
     level: int = (
@@ -92,6 +93,10 @@ def targets() -> list[Target]:
         Target(f"problems/{p.stem}", "problem", PROBLEMS, p.name, level_of(p))
         for p in sorted(PROBLEMS.glob("[0-9][0-9]_*.py"))
         if not p.stem.endswith("_new")  # hand-written candidates of the harness benchmark, not operators
+    ]
+    out += [
+        Target(f"realsize/{p.stem}", "realsize", REALSIZE, p.name, level_of(p))
+        for p in sorted(REALSIZE.glob("[0-9][0-9]_*.py"))
     ]
     return out
 
@@ -400,6 +405,7 @@ def summarize(files: list[Path], out: Path, carried: Path | None = None) -> dict
     levels = {t.label: t.level for t in targets()}
     parts = {"examples only": [r for r in ordered if r["group"] == "example"]}
     parts["problems only"] = [r for r in ordered if r["group"] == "problem"]
+    parts["real-size set"] = [r for r in ordered if r["group"] == "realsize"]
     for level in sorted({levels[r["label"]] for r in parts["problems only"]}):
         parts[f"problems, level {level}"] = [r for r in parts["problems only"] if levels[r["label"]] == level]
     for name, part in parts.items():

@@ -68,12 +68,18 @@ def op_source(name: str) -> str:
     return re.sub(rf"^{re.escape(names)} = .*$", f"{names} = {values}", text, count=1, flags=re.M)
 
 
+MARKER = "kernelbot-demo"  # in .git/: a directory this script made, and may make again
+
+
 def main(target: Path) -> None:
     if target.exists():
+        if not (target / ".git" / MARKER).exists() and (not target.is_dir() or any(target.iterdir())):
+            sys.exit(f"{target} exists and is not a demo repository made by this script: name a new directory")
         shutil.rmtree(target)
     (target / "ops").mkdir(parents=True)
     (target / ".github").mkdir()
     git(target, "init", "--quiet", "--initial-branch=main")
+    (target / ".git" / MARKER).write_text("made by examples/make_demo_repo.py; it replaces this repository\n")
     (target / ".github" / "kernelbot.yml").write_text(CONFIG)
     for name in CPU_SIZES:
         (target / "ops" / name).write_text(op_source(name))

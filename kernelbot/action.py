@@ -21,7 +21,9 @@ from kernelbot.github import (
     CheckRun,
     GitHub,
     GitHubError,
+    PullInfo,
     Suggestion,
+    parse_time,
 )
 from kernelbot.history import RunRecord, Trigger
 from kernelbot.render import STICKY_MARKER, render
@@ -116,10 +118,13 @@ class Decision:
     kind: str = "review"  # "review" / "optimize" / "weekly"
     pr: int | None = None
     base_sha: str | None = None
-    head_sha: str | None = None  # pinned when the trigger was accepted
+    head_sha: str | None = None  # the one head this approval covers, pinned when the trigger was accepted
     command: Command | None = None
     comment_id: int | None = None  # the slash command's comment
     refused: bool = False  # a slash command that was refused (😕 and a reply)
+    stale_label: str | None = None  # a fork PR's run label that approved an earlier head (taken off)
+    approved_by: str = ""  # "label" / "command" / "same repository"
+    said_at: str = ""  # the slash command's comment time (GitHub's, from the event)
 
 
 def _is_fork(pr: Mapping[str, Any]) -> bool:
@@ -128,25 +133,57 @@ def _is_fork(pr: Mapping[str, Any]) -> bool:
     return head_repo.get("full_name") != base_repo.get("full_name")
 
 
-def gate(event: Event, config: Config, gh: GitHub | None) -> Decision:
-    """Who may run what (github.md): same-repository PRs, labelled forks, and writers' commands."""
+def _pull_request_gate(p: Mapping[str, Any], config: Config) -> Decision:
+    """Same-repository PRs run on every push; a fork PR runs once per approval, for the head it was given on.
+
+    A maintainer's `kernelbot:run` label approves the head of the `labeled` event (the payload's
+    pull_request.head.sha, GitHub's snapshot when the label was added) and nothing after it: on a later
+    `synchronize` (or `reopened`) the label still sits on the PR, but it no longer approves anything.
+    """
+    pr = p.get("pull_request") or {}
+    action = p.get("action")
+    label = config.triggers.fork_label
+    if action not in ("opened", "synchronize", "reopened", "labeled"):
+        return Decision(False, f"pull_request {action}: nothing to do")
+    if action == "labeled" and (p.get("label") or {}).get("name") != label:
+        return Decision(False, "a label other than the run label was added")
+    number, base, head = pr.get("number"), pr["base"]["sha"], pr["head"]["sha"]
+    if not _is_fork(pr):
+        return Decision(True, "pull request", "review", number, base, head, approved_by="same repository")
+    if action == "labeled":
+        who = (p.get("sender") or {}).get("login", "a maintainer")
+        return Decision(
+            True,
+            f"pull request from a fork: @{who}'s `{label}` label approves head {head[:12]} (only that commit)",
+            "review", number, base, head, approved_by="label",
+        )  # fmt: skip
+    labels = {lab.get("name") for lab in pr.get("labels") or []}
+    if label in labels:
+        return Decision(
+            False,
+            f"pull request from a fork: head {head[:12]} was pushed after the `{label}` label approved an "
+            f"earlier head; a maintainer must look at the new commits and add the label again",
+            "review", number, base, head, stale_label=label,
+        )  # fmt: skip
+    return Decision(
+        False, f"pull request from a fork: waiting for a maintainer's `{label}` label or command", pr=number
+    )
+
+
+def gate(
+    event: Event, config: Config, gh: GitHub | None, *, pin: str | None = None, accepted: bool = False
+) -> Decision:
+    """Who may run what (github.md): same-repository PRs, labelled forks, and writers' commands.
+
+    `pin`: for a slash command, the head read at the very start of the accept job; `accepted`: an earlier
+    accept job already took the command and pinned `pin` (the measure job), so it is used as it is.
+    """
     p = event.payload
     if event.name == "pull_request":
-        pr = p.get("pull_request") or {}
-        action = p.get("action")
-        label = config.triggers.fork_label
-        if action not in ("opened", "synchronize", "reopened", "labeled"):
-            return Decision(False, f"pull_request {action}: nothing to do")
-        if action == "labeled" and (p.get("label") or {}).get("name") != label:
-            return Decision(False, "a label other than the run label was added")
-        labels = {lab.get("name") for lab in pr.get("labels") or []}
-        if _is_fork(pr) and label not in labels:
-            return Decision(
-                False, f"pull request from a fork: waiting for a maintainer's `{label}` label or command"
-            )
-        return Decision(
-            True, "pull request", "review", pr.get("number"), pr["base"]["sha"], pr["head"]["sha"]
-        )
+        decision = _pull_request_gate(p, config)
+        if decision.run and pin and pin != decision.head_sha:
+            raise UsageError(f"--head-sha {pin[:12]} is not the head of this event ({decision.head_sha})")
+        return decision
     if event.name == "issue_comment":
         issue, comment = p.get("issue") or {}, p.get("comment") or {}
         if p.get("action") != "created" or not issue.get("pull_request"):
@@ -167,17 +204,47 @@ def gate(event: Event, config: Config, gh: GitHub | None) -> Decision:
         decision = Decision(
             False, "", "optimize", issue["number"], command=command, comment_id=comment.get("id")
         )
+        decision.said_at = str(comment.get("created_at") or "")
         if PERMISSION_RANK.get(role, 0) < PERMISSION_RANK[needed]:
             decision.reason = f"@{login} has {role} permission; `/kernelbot` needs {needed} or above"
             decision.refused = True
             return decision
-        pull = gh.pull(issue["number"])  # pinned now: a later push must not slip into this run
-        decision.run, decision.reason = True, f"/kernelbot optimize from @{login} ({role})"
-        decision.base_sha, decision.head_sha = pull.base_sha, pull.head_sha
+        pull = gh.pull(issue["number"])
+        decision.base_sha, decision.head_sha = pull.base_sha, pin or pull.head_sha
+        if not accepted:
+            problem = _pushed_after_the_command(gh, pull, pin, decision.said_at)
+            if problem:
+                decision.reason, decision.refused = problem, True
+                return decision
+        decision.run, decision.approved_by = True, "command"
+        decision.reason = f"/kernelbot optimize from @{login} ({role}) approves head {decision.head_sha[:12]}"
         return decision
     if event.name in ("schedule", "workflow_dispatch"):
         return Decision(False, "the weekly report is not part of this version", "weekly")
     return Decision(False, f"event {event.name} is not handled")
+
+
+def _pushed_after_the_command(gh: GitHub, pull: PullInfo, pin: str | None, said_at: str) -> str | None:
+    """Why the head cannot be the one the commenter saw, or None. A command approves the head as it was
+    when the comment was written: a push after the comment (before or during the accept job) is refused."""
+    if pin and pin != pull.head_sha:
+        return (
+            f"new commits were pushed after the command (the head moved from {pin[:12]} to "
+            f"{pull.head_sha[:12]} while it was being accepted); look at them and comment again"
+        )
+    said = parse_time(said_at)
+    pushed = gh.head_pushed_at(pull)
+    if pushed is not None and said is not None and pushed >= said:
+        return (
+            f"head {pull.head_sha[:12]} was pushed at {pushed:%Y-%m-%d %H:%M:%S} UTC, after the command "
+            f"({said:%H:%M:%S} UTC); look at the new commits and comment again"
+        )
+    if pull.is_fork and (pushed is None or said is None):
+        return (
+            f"cannot tell when the fork's head {pull.head_sha[:12]} was pushed (GitHub shows no push of it "
+            f"in {pull.head_repo}'s activity); a fork's head runs only when it predates the command"
+        )
+    return None
 
 
 # -- suggestions -------------------------------------------------------------------------------------
@@ -246,11 +313,16 @@ def truncate(body: str, limit: int, pointer: str) -> str:
     return cut + note
 
 
+def _broken_at_head(op: Mapping[str, Any]) -> bool:
+    """Its head failed its check (an operator the run's time budget cut short is not broken)."""
+    return bool(op.get("head")) and op["head"]["status"] != "ok" and not op.get("stopped_by")
+
+
 def annotations_for(review: Mapping[str, Any]) -> list[Annotation]:
     out = []
     for op in review["operators"]:
         verdict, name = op.get("verdict"), op["name"]
-        if verdict == "regression" or (op.get("head") and op["head"]["status"] != "ok"):
+        if verdict == "regression" or _broken_at_head(op):
             level = "failure"
             msg = f"{name}: {'regression ' + format(op['ratio'] - 1, '+.1%') if op.get('ratio') else 'broken at head'}"
         elif verdict == "ambiguous":
@@ -314,16 +386,7 @@ def build_payload(
             s = suggestion_for(op, source) if source else None
             if s:
                 suggestions.append(asdict(s))
-            cand = op["best_candidate"]
-            full += (
-                f"\n<details><summary>Kernel source: <code>{op['name']}</code> from <code>{cand['origin']}</code></summary>\n\n"
-                f"```python\n{cand['source']}\n```\n\n</details>\n"
-            )
-    bad = [
-        op
-        for op in review_json["operators"]
-        if op.get("verdict") == "regression" or (op.get("head") and op["head"]["status"] != "ok")
-    ]
+    bad = [op for op in review_json["operators"] if op.get("verdict") == "regression" or _broken_at_head(op)]
     conclusion = "failure" if bad and fail_on_regression else "success"
     payload = Payload(
         repository=review_json["repository"],
@@ -404,15 +467,21 @@ def review_from_record(run_id: int, record: RunRecord) -> tuple[dict[str, Any], 
                 }  # fmt: skip
                 sides[m.side] = {"status": m.status, "reason": m.reason, "timing": timing}
         v = op.verdict
-        best = max(op.candidates, key=lambda c: (c.reward, c.speedup_vs_eager or 0), default=None)
+        # The suggestion, as optimize.OptimizeResult.best picks it: reward 2 or 3 only.
+        best = max(
+            (c for c in op.candidates if c.reward >= 2),
+            key=lambda c: (c.reward, c.speedup_vs_eager or 0),
+            default=None,
+        )
         operators.append(
             {
                 "name": op.name, "path": op.path, "change": op.change, **sides,
-                "ratio": v.ratio if v else None, "p_value": None, "ratio_ci99": None,
+                "ratio": v.ratio if v else None, "p_value": v.p_value if v else None, "ratio_ci99": None,
                 "threshold": v.threshold if v and v.threshold else 0.0, "verdict": v.verdict if v else None,
-                "error": v.error if v else None,
+                "error": v.error if v else None, "notes": [], "stopped_by": None,
                 "best_candidate": None if best is None else {
                     "origin": best.origin, "source": best.source, "reward": best.reward,
+                    "description": "", "precision": (best.precision_note or "").removeprefix("uses ") or "exact",
                     "speedup_vs_eager": best.speedup_vs_eager, "speedup_vs_compile": best.speedup_vs_compile,
                 },
             }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from kernelbot import baselines
 from kernelbot.config import Config
 from kernelbot.errors import OperatorError
 from kernelbot.fingerprint import Fingerprint
-from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate
 from kernelbot.harness.protocol import HIDDEN_WORK
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
 from kernelbot.spec import OperatorSpec
@@ -87,6 +87,7 @@ def settings_for(config: Config, cache_dir: Path | None) -> Settings:
         time_budget_s=h.time_budget_s,
         memory_limit_mb=h.memory_limit_mb,
         cache_dir=cache_dir,
+        sandbox=h.sandbox,
     )
 
 
@@ -109,6 +110,7 @@ def check_operator(
     *,
     candidate: Path | None = None,
     with_compile: bool = True,
+    deadline: float | None = None,
     progress: Progress = lambda _: None,
 ) -> CheckReport:
     device = fingerprint.device
@@ -117,13 +119,17 @@ def check_operator(
             f"{spec.name} is declared for {', '.join(spec.decl.devices if spec.decl else [])} only; run with --device cuda on a GPU machine"
         )
     cache = baselines.cache_root(fingerprint.key)
-    settings = settings_for(config, cache)
+    settings = replace(settings_for(config, cache), deadline=deadline)
     job = spec.job(root, device)
     spec_hash = spec.spec_hash(root)
 
     progress(f"{spec.name}: checking and timing the operator")
     reference = evaluate(job, "operator", settings)
     if not reference.ok:
+        if reference.reason == OUT_OF_TIME:
+            raise OperatorError(
+                f"{spec.name}: the time limit ran out while the operator itself was timed; give --time more"
+            )
         raise _operator_failure(spec, reference)
     if reference.degenerate:
         raise OperatorError(
@@ -143,7 +149,8 @@ def check_operator(
             while runs[-1].ok and len(runs) < COMPILE_RUNS.get(device, 1):  # a failed run needs no second
                 runs.append(evaluate(job, "compile", settings))
             compiled = fastest(runs)
-            baselines.store(cache, spec_hash, compiled)
+            if compiled.reason != OUT_OF_TIME:  # cut short by this run's --time, not the compiler's fault
+                baselines.store(cache, spec_hash, compiled)
 
     report = CheckReport(spec, fingerprint, reference, eager, compiled)
     if candidate is not None:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from kernelbot import __version__
 from kernelbot.errors import KernelbotError
+from kernelbot.harness import stop
+from kernelbot.harness.jail import JailUnavailable
 
 # Each module in kernelbot.commands adds its own subcommand (one file per command).
 COMMANDS = ("check", "review", "optimize", "db", "report", "history", "ingest", "action", "publish", "export")
@@ -32,16 +34,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
+    previous = stop.install()
     try:
         return int(args.run(args))
-    except KernelbotError as exc:
+    except (KernelbotError, JailUnavailable) as exc:
         if os.environ.get("GITHUB_ACTIONS") == "true":
             print(f"::error::{exc}", file=sys.stderr)
         print(f"kernelbot: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
+        return getattr(exc, "exit_code", 2)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.stop) before anything could be kept
         print("kernelbot: interrupted", file=sys.stderr)
-        return 130
+        return getattr(exc, "exit_code", 130)
+    finally:
+        stop.restore(previous)
 
 
 if __name__ == "__main__":

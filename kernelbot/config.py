@@ -40,7 +40,13 @@ class HarnessSettings(_Strict):
     max_samples: int = Field(default=200, ge=10)
     target_rse: float = Field(default=0.005, gt=0)  # stop when std-error/mean falls under this
     time_budget_s: float = Field(default=5.0, gt=0)  # per timed subject
+    # Wall time of one review run (every operator measured, then optimized with what is left): 3 changed
+    # operators get their comment within 10 minutes. `kernelbot review --time` overrides it.
+    run_time_s: float = Field(default=540.0, gt=0)
     memory_limit_mb: int = Field(default=16384, ge=512)  # address-space cap on CPU evaluations
+    # The OS sandbox of every process that runs PR or candidate code (docs/security.md). "none" runs it
+    # unjailed: only for a machine that holds no secrets; read from the base revision like every gate.
+    sandbox: Literal["bwrap", "none"] = "bwrap"
 
 
 class OperatorDecl(_Strict):
@@ -94,7 +100,9 @@ class AgentSettings(_Strict):
 class Thresholds(_Strict):
     regression: float = Field(default=0.03, gt=0, lt=1)  # |head/base - 1| needed to call a change
     p_value: float = Field(default=0.01, gt=0, lt=1)
-    max_rounds: int = Field(default=8, ge=0)  # extra interleaved rounds while undecided, before "ambiguous"
+    # Extra interleaved rounds while undecided, before "ambiguous": looked at every 4 (measure.looks), each look
+    # at p_value / the number of looks.
+    max_rounds: int = Field(default=8, ge=0)
 
 
 class Triggers(_Strict):
@@ -177,3 +185,77 @@ def load_config(repo: Path) -> Config:
             f"{CONFIG_PATH}:{where} is not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax"
         ) from None
     return parse_config(data, CONFIG_PATH)
+
+
+# -- gates: what a pull request may not set for itself -------------------------------------------------
+
+# A review judges the head with the BASE revision's gates: the head's config may declare operators, but a
+# PR that slows an operator must not also loosen the threshold that would catch it (or the precision
+# policy, or the harness limits). Per-operator gate fields of an operator the base declares stay the base's.
+# The agent's section is a gate too: a pull request must not point the model agent (and the key) at another
+# endpoint, or lift its spending caps.
+GATES = ("thresholds", "precision", "harness", "agent")
+OPERATOR_GATES = ("threshold", "tolerance", "precision")
+
+
+def _changes(prefix: str, base: Any, head: Any) -> list[str]:
+    if isinstance(base, dict) and isinstance(head, dict):
+        out: list[str] = []
+        for key in sorted(set(base) | set(head)):
+            out += _changes(f"{prefix}.{key}", base.get(key), head.get(key))
+        return out
+    return [] if base == head else [f"{prefix} {base} → {head}"]
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, BaseModel) else value
+
+
+def gated(base: Config, head: Config) -> tuple[Config, str | None]:
+    """The head's config with the base's gates, and one line naming the gates the head tried to change.
+
+    Operators come from the head (it may add or edit declarations); thresholds, precision, harness and agent
+    settings, and the threshold/tolerance/precision of operators declared at base, come from the base.
+    """
+    changed: list[str] = []
+    for key in GATES:
+        changed += _changes(key, getattr(base, key).model_dump(), getattr(head, key).model_dump())
+    at_base = {op.name: op for op in base.operators}
+    operators = []
+    for op in head.operators:
+        was = at_base.get(op.name)
+        update = {}
+        for key in OPERATOR_GATES if was is not None else ():
+            old, new = getattr(was, key), getattr(op, key)
+            if old != new:
+                changed += _changes(f"operators[{op.name}].{key}", _plain(old), _plain(new))
+                update[key] = old
+        operators.append(op.model_copy(update=update) if update else op)
+    dropped = [name for name in at_base if head.operator(name) is None]
+    effective = head.model_copy(update={**{k: getattr(base, k) for k in GATES}, "operators": operators})
+    notes = []
+    if changed:
+        shown = "; ".join(changed[:4]) + (f"; and {len(changed) - 4} more" if len(changed) > 4 else "")
+        notes.append(
+            f"the head's {CONFIG_PATH} changes gates ({shown}): gates come from the base revision, "
+            "so the base's values are used (the change applies once merged)"
+        )
+    if dropped:
+        notes.append(
+            f"the head's {CONFIG_PATH} no longer declares {', '.join(dropped[:4])}: reported as removed"
+        )
+    return effective, " ".join(notes) or None
+
+
+def load_config_at(repo: Path, sha: str, path: str = CONFIG_PATH) -> Config:
+    """The config as committed at `sha` (not the checkout's): the defaults when the file is not there."""
+    from kernelbot import gitrepo
+
+    data = gitrepo.read_file(repo, sha, path)
+    if data is None:
+        return Config()
+    try:
+        parsed = yaml.safe_load(data.decode("utf-8", errors="replace"))
+    except yaml.YAMLError:
+        raise ConfigError(f"{path} at {sha[:12]} is not valid YAML; fix the syntax") from None
+    return parse_config(parsed, f"{path} at {sha[:12]}")

@@ -118,7 +118,7 @@ def export_trajectories(
 ) -> ExportStats:
     """Write every stored agent transcript (one line per run and operator) to `out` as JSON Lines."""
     stats = ExportStats()
-    history = History.open(url)
+    history = History.open(url, read_only=True)
     try:
         run_ids = runs_with_transcripts(history, since)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,9 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
@@ -81,6 +83,22 @@ class PullInfo:
     base_repo: str
     labels: tuple[str, ...]
     author: str
+    head_ref: str = ""  # the head branch's name (in head_repo)
+
+    @property
+    def is_fork(self) -> bool:
+        return self.head_repo != self.base_repo
+
+
+def parse_time(value: object) -> datetime | None:
+    """GitHub's ISO 8601 timestamps ("2024-05-01T12:00:00Z"), aware; None when missing or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
 
 
 def hunk_lines(patch: str | None) -> list[tuple[int, int]]:
@@ -154,7 +172,8 @@ class GitHub:
         )
         self.repository = repository
         self._repo = self._gh.get_repo(repository)
-        self._api = f"{api_url.rstrip('/')}/repos/{repository}"
+        self._api_root = api_url.rstrip("/")
+        self._api = f"{self._api_root}/repos/{repository}"
         self._bot_login = bot_login
         self._attempts = retries + 1
         self._backoff = backoff
@@ -217,7 +236,38 @@ class GitHub:
             pr.base.repo.full_name,
             tuple(label.name for label in pr.labels),
             pr.user.login,
+            pr.head.ref or "",
         )
+
+    def head_pushed_at(self, pull: PullInfo) -> datetime | None:
+        """When GitHub recorded the push that made `pull.head_sha` the head branch's tip (server time).
+
+        From the head repository's activity list (a fork's own, for a fork PR). None when GitHub has no
+        such record or will not show it (a private fork, an API without /activity): the caller decides.
+        """
+        if not pull.head_repo or not pull.head_ref:
+            return None
+        url = f"{self._api_root}/repos/{pull.head_repo}/activity"
+        what = f"activity of {pull.head_repo}"
+        try:
+            data = self._json(
+                "GET", url, what, parameters={"ref": f"refs/heads/{pull.head_ref}", "per_page": 100}
+            )
+        except GitHubError as exc:
+            if exc.status in (403, 404, 410, 422):
+                return None
+            raise
+        entries = data if isinstance(data, list) else []
+        known = [
+            t
+            for t in (
+                parse_time(e.get("timestamp"))
+                for e in entries
+                if isinstance(e, dict) and e.get("after") == pull.head_sha
+            )
+            if t is not None
+        ]
+        return max(known) if known else None  # the latest: a force push back to an old SHA counts then
 
     def permission(self, login: str) -> str:
         """The user's role on the repository (none/read/triage/write/maintain/admin), from the REST endpoint."""
@@ -291,6 +341,15 @@ class GitHub:
 
         comment = self._post(f"POST comment on #{number}", lambda: issue.create_comment(body), lookup)
         return str(comment.html_url)
+
+    def remove_label(self, number: int, name: str) -> None:
+        """Take a label off an issue or pull request; a label that is not there is fine."""
+        url = f"{self._api}/issues/{number}/labels/{quote(name, safe='')}"
+        try:
+            self._json("DELETE", url, f"DELETE label {name!r} of #{number}")
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
 
     def react(self, comment_id: int, content: str) -> None:
         """Add a reaction (eyes, rocket, confused, ...) to an issue comment; GitHub keeps one per user."""

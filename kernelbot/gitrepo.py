@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kernelbot import reaper
 from kernelbot.errors import GitError
 
 # NOTE: every git call goes through `_git` with an argument list (never a shell), so revisions and
@@ -106,6 +107,19 @@ def dirty_paths(repo: Path) -> list[str]:
     return paths
 
 
+WORK_DIR = ".kernelbot"  # what a run leaves in the reviewed repository: candidates, a history fallback
+
+
+def work_dir(repo: Path) -> Path:
+    """`repo/.kernelbot`, ignoring itself (as .pytest_cache does), so git, ruff and formatters skip it."""
+    path = repo / WORK_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    ignore = path / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# written by kernelbot: this directory holds run output, never commit it\n*\n")
+    return path
+
+
 def require_clean(repo: Path) -> None:
     """Refuse a dirty working tree: when the head is the checkout, uncommitted edits would not be measured."""
     dirty = dirty_paths(repo)
@@ -193,6 +207,7 @@ def worktree(repo: Path, sha: str) -> Iterator[Path]:
     """Check the exact commit out (detached) into a temporary `git worktree`; removed on exit."""
     full = resolve(repo, sha)
     parent = Path(tempfile.mkdtemp(prefix="kernelbot-wt-"))
+    reaper.track(parent, repo)  # removed by a watcher if this process is killed before its finally runs
     path = parent / full[:12]
     # No checkout hooks: the host repository's post-checkout hooks are not meant for a throwaway tree.
     try:
@@ -201,6 +216,7 @@ def worktree(repo: Path, sha: str) -> Iterator[Path]:
         )
     except GitError:
         shutil.rmtree(parent, ignore_errors=True)
+        reaper.untrack(parent)
         raise
     try:
         yield path
@@ -208,3 +224,4 @@ def worktree(repo: Path, sha: str) -> Iterator[Path]:
         _git(repo, "worktree", "remove", "--force", str(path), check=False)
         shutil.rmtree(parent, ignore_errors=True)
         _git(repo, "worktree", "prune", check=False)
+        reaper.untrack(parent)

@@ -160,6 +160,7 @@ class RunRecord:
     error: str | None = None  # why the run failed, naming the failed step
     fingerprint: FingerprintRecord | None = None  # where it ran
     operators: list[OperatorRecord] = field(default_factory=list)
+    report: dict[str, Any] | None = None  # the run's result JSON as written (a review's to_json())
 
 
 @dataclass
@@ -296,12 +297,21 @@ class History:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str | None = None, *, auto_upgrade: bool | None = None) -> History:
+    def open(
+        cls, url: str | None = None, *, auto_upgrade: bool | None = None, read_only: bool = False
+    ) -> History:
         """Connect and check the schema. The default embedded SQLite file upgrades itself; an explicit
         URL at an older revision raises StorageError naming `kernelbot db upgrade` (unless auto_upgrade);
-        an empty database gets the current schema."""
+        an empty database gets the current schema. `read_only` (reports, queries): an SQLite file that does
+        not exist is an error naming it, not a new empty database (a mistyped --db would look empty)."""
         if auto_upgrade is None:
             auto_upgrade = url is None
+        if read_only and url is not None:
+            path = db.sqlite_path(db.normalize(url))
+            if path is not None and not path.exists():
+                raise StorageError(
+                    f"no history database at {path}: check --db, or run `kernelbot review` first to fill one"
+                )
         with _engine(url) as (engine, shown):
             current, head, known = db.revisions(engine)
             if current != head:
@@ -597,7 +607,7 @@ def _write_run(session: Session, record: RunRecord, status: str, operators: list
     }
     run = Run(repository_id=repo_id, status=status, fingerprint_id=fp_id, schema_version=SCHEMA_VERSION,
               base_commit_id=commits.get(record.base_sha or ""), head_commit_id=commits.get(record.head_sha or ""),
-              **_copy(record, ("trigger", "pr_number", "runner", "started_at", "finished_at", "error")))  # fmt: skip
+              **_copy(record, ("trigger", "pr_number", "runner", "started_at", "finished_at", "error", "report")))  # fmt: skip
     session.add(run)
     session.flush()
     _write_operators(session, run, operators)
@@ -709,5 +719,7 @@ def _read_run(session: Session, run_id: int) -> RunRecord:
         base_sha=shas.get(run.base_commit_id or -1),
         fingerprint=fps.get(run.fingerprint_id or -1),
         operators=list({id(r): r for r in by_op.values()}.values()),
-        **_copy(run, ("trigger", "pr_number", "runner", "status", "started_at", "finished_at", "error")),
+        **_copy(
+            run, ("trigger", "pr_number", "runner", "status", "started_at", "finished_at", "error", "report")
+        ),
     )

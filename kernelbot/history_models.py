@@ -130,6 +130,8 @@ class Run(Base):
     error: Mapped[str | None] = mapped_column(Text)
     fingerprint_id: Mapped[int | None] = _fk("fingerprints.id", nullable=True)
     schema_version: Mapped[int] = mapped_column(Integer)  # of the record format (history.SCHEMA_VERSION)
+    # The review JSON as the run wrote it (its own schema_version inside): re-posts render from it.
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # revision 0003
 
 
 class Verdict(Base):
@@ -223,10 +225,10 @@ class AgentTurn(Base):
 
 
 def storage_dir() -> Path:
-    """Where the Alembic revisions live: the repository's storage/, next to the kernelbot package."""
-    import kernelbot
+    """Where the Alembic revisions live: the repository's storage/ (kernelbot/assets/storage in a wheel)."""
+    from kernelbot.assets import asset_dir
 
-    return Path(kernelbot.__file__).resolve().parents[1] / "storage"
+    return asset_dir("storage")
 
 
 def default_url() -> str:
@@ -237,11 +239,25 @@ def default_url() -> str:
 
 
 def normalize(url: str) -> str:
+    """A SQLAlchemy URL, or a file path (an SQLite database there, e.g. `--db /tmp/x.db`)."""
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser().resolve()}"
     # Plain postgresql:// would pick psycopg2; kernelbot ships psycopg 3.
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of an SQLite URL (None for other databases and in-memory SQLite)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if not parsed.drivername.startswith("sqlite") or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
 
 
 def mask(url: str) -> str:

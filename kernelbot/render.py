@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
-import kernelbot
+from kernelbot.assets import asset_dir
 
-TEMPLATES = Path(kernelbot.__file__).resolve().parents[1] / "templates"
+TEMPLATES = asset_dir("templates")
 STICKY_MARKER = "<!-- kernelbot:sticky-comment -->"
 
 

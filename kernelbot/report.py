@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 from statistics import median
 from typing import TYPE_CHECKING
 
@@ -152,8 +152,8 @@ class WeeklyReport:
         return f"{year}-W{week:02d}"
 
     @property
-    def last_day(self) -> datetime:
-        return self.until - timedelta(days=1)
+    def last_day(self) -> datetime:  # the day of the week's last moment (until itself is not in it)
+        return self.until - timedelta(microseconds=1)
 
     @property
     def slower(self) -> list[tuple[Section, Series]]:
@@ -161,10 +161,11 @@ class WeeklyReport:
 
 
 def week_bounds(since: datetime | None, now: datetime | None = None) -> tuple[datetime, datetime]:
-    """The report's week: from `since` (default: seven days before today's midnight UTC) for seven days."""
+    """The report's week: seven days from `since`; by default the seven days that end now, so a weekly
+    schedule's reports tile time without a gap and today's runs so far are in."""
     if since is None:
-        today = datetime.combine((now or datetime.now(UTC)).date(), time(), tzinfo=UTC)
-        since = today - timedelta(days=7)
+        until = now or datetime.now(UTC)
+        return until - timedelta(days=7), until
     return since, since + timedelta(days=7)
 
 

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kernelbot import baselines, gitrepo
 from kernelbot.check import settings_for
-from kernelbot.config import Config, load_config
+from kernelbot.config import Config, gated, load_config
 from kernelbot.detect import Change, detect
 from kernelbot.errors import ConfigError, KernelbotError, StorageError
 from kernelbot.fingerprint import Fingerprint
+from kernelbot.harness import stop
+from kernelbot.harness.evaluate import OUT_OF_TIME
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation
 from kernelbot.measure import measure_pair
-from kernelbot.optimize import OptimizeResult
+from kernelbot.optimize import CONFIRM_AT_MOST, OptimizeResult
+from kernelbot.optimizers import Optimizer
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec, discover
 
@@ -42,6 +46,9 @@ class OperatorResult:
     rounds: int = 0  # interleaved timing rounds taken
     best_candidate: dict[str, Any] | None = None  # filled by an optimization agent
     optimization: OptimizeResult | None = None  # every candidate the agent tried, when one ran
+    stopped_by: str | None = None  # "time": the run's budget ended before this operator was measured
+    notes: list[str] = field(default_factory=list)  # what a reader should know that is not an error
+    wall_s: float = 0.0  # measuring and optimizing it
 
     def to_json(self) -> dict[str, Any]:
         def side(ev: Evaluation | None) -> dict[str, Any] | None:
@@ -61,6 +68,9 @@ class OperatorResult:
             "verdict": self.verdict,
             "error": self.error,
             "best_candidate": self.best_candidate,
+            "stopped_by": self.stopped_by,
+            "notes": self.notes,
+            "wall_s": round(self.wall_s, 2),
         }
 
 
@@ -73,17 +83,22 @@ class ReviewResult:
     operators: list[OperatorResult] = field(default_factory=list)
     run_id: int | None = None  # None when the history database could not be written
     warnings: list[str] = field(default_factory=list)
+    interrupted: str | None = None  # "SIGINT" / "SIGTERM": the operators measured before it are kept
+    time_budget_s: float | None = None  # the run's wall-clock budget (--time, else harness.run_time_s)
+    wall_s: float = 0.0
 
     @property
     def regressions(self) -> list[OperatorResult]:
         return [op for op in self.operators if op.verdict == "regression"]
 
     @property
-    def broken_at_head(self) -> list[OperatorResult]:
-        return [op for op in self.operators if op.head is not None and not op.head.ok]
+    def broken_at_head(self) -> list[OperatorResult]:  # an operator cut by the run's budget is not broken
+        return [op for op in self.operators if op.head is not None and not op.head.ok and not op.stopped_by]
 
     def summary(self) -> str:
-        counts = Counter(op.verdict or op.change for op in self.operators)
+        counts = Counter(
+            op.verdict or ("not measured" if op.stopped_by else op.change) for op in self.operators
+        )
         if not self.operators:
             return "no operator changed"
         order = [
@@ -95,6 +110,7 @@ class ReviewResult:
             "added",
             "removed",
             "cosmetic",
+            "not measured",
             "unchanged",
         ]
         words = {
@@ -121,6 +137,9 @@ class ReviewResult:
             "device": self.fingerprint.to_dict(),
             "summary": self.summary(),
             "warnings": self.warnings,
+            "interrupted": self.interrupted,
+            "time_budget_s": self.time_budget_s,
+            "wall_s": round(self.wall_s, 2),
             "operators": [op.to_json() for op in self.operators],
         }
 
@@ -147,6 +166,20 @@ class Target:
         return cls(change.spec, base, change.change, change.reasons)
 
 
+def _result(target: Target, base_root: Path, head_root: Path, config: Config) -> OperatorResult:
+    spec = target.spec
+    result = OperatorResult(spec.name, spec.path, target.change, target.reasons, _threshold(spec, config))
+    result.spec_hash = spec.spec_hash(head_root if target.change != "removed" else base_root)
+    if target.base is not None:
+        result.base_spec_hash = target.base.spec_hash(base_root)
+    return result
+
+
+def _timed(target: Target, measure_cosmetic: bool, device: str) -> bool:
+    """Whether measuring this target runs sandboxes (else it returns at once and costs no budget)."""
+    return (target.change != "cosmetic" or measure_cosmetic) and target.spec.supports(device)
+
+
 def _measure(
     target: Target,
     base_root: Path,
@@ -155,13 +188,11 @@ def _measure(
     head_cfg: Config,
     fingerprint: Fingerprint,
     measure_cosmetic: bool,
+    deadline: float,
 ) -> OperatorResult:
     spec, base_spec = target.spec, target.base
     head_spec = spec if target.change != "removed" else None
-    result = OperatorResult(spec.name, spec.path, target.change, target.reasons, _threshold(spec, head_cfg))
-    result.spec_hash = spec.spec_hash(head_root if head_spec else base_root)
-    if base_spec is not None:
-        result.base_spec_hash = base_spec.spec_hash(base_root)
+    result = _result(target, base_root, head_root, head_cfg)
     if target.change == "cosmetic" and not measure_cosmetic:
         return result
     device = fingerprint.device
@@ -170,7 +201,7 @@ def _measure(
             f"declared for {', '.join(spec.decl.devices if spec.decl else [])} only; not measured on {device}"
         )
         return result
-    settings = settings_for(head_cfg, baselines.cache_root(fingerprint.key))
+    settings = replace(settings_for(head_cfg, baselines.cache_root(fingerprint.key)), deadline=deadline)
     base_job = base_spec.job(base_root, device) if base_spec is not None else None
     head_job = head_spec.job(head_root, device) if head_spec is not None else None
     pair = measure_pair(
@@ -188,6 +219,13 @@ def _measure(
         pair.error,
         pair.rounds,
     )
+    if any(ev is not None and ev.reason == OUT_OF_TIME for ev in (pair.base, pair.head)):
+        # Cut by the run's budget, not broken: no verdict, and not counted against the head.
+        result.verdict, result.stopped_by = None, "time"
+        result.error = (
+            "not finished: the run's time budget ran out while it was being measured (raise --time)"
+        )
+        return result
     if pair.comparison is not None:
         result.ratio, result.p_value, result.ratio_ci99 = (
             pair.comparison.ratio,
@@ -206,7 +244,32 @@ def _config_at(root: Path, side: str) -> tuple[Config, str | None]:
         return Config(), f"{side}: {exc} (defaults used for this side)"
 
 
-Optimizer = Callable[[OperatorSpec, Path, Config], OptimizeResult]
+def _gated_target(target: Target, config: Config) -> Target:
+    """The head's operator with the gate fields of `config` (the base's, for operators the base declares)."""
+    decl = config.operator(target.spec.name) if target.spec.decl is not None else None
+    if decl is None or decl == target.spec.decl or target.change == "removed":
+        return target
+    return replace(target, spec=replace(target.spec, decl=decl))
+
+
+# The run's budget (--time) is shared: measuring comes first, so each operator still to come keeps an
+# estimate of its measuring time (the mean so far, else MEASURE_GUESS_S) and the optimizers share the rest.
+MEASURE_GUESS_S = 60.0
+MIN_MEASURE_S = 15.0  # less left than this: the operator is not started (its result says so)
+MIN_OPTIMIZE_S = 30.0  # less than this for the agent: not optimized (a warning says so)
+
+
+def _mean(measured_s: list[float], default: float) -> float:
+    return sum(measured_s) / len(measured_s) if measured_s else default
+
+
+def _optimize_time(
+    left: float, pending: int, optimizable: int, measured_s: list[float], per_operator_s: float
+) -> float:
+    """Seconds the agent may spend on this operator: a fair share of what measuring the `pending` operators
+    still to measure leaves."""
+    spare = left - _mean(measured_s, MEASURE_GUESS_S) * pending
+    return min(per_operator_s, spare / max(1, optimizable))
 
 
 def run_review(
@@ -218,9 +281,12 @@ def run_review(
     measure_cosmetic: bool = False,
     all_operators: bool = False,
     optimizer: Optimizer | None = None,
+    time_s: float | None = None,
     progress: Progress = lambda _: None,
 ) -> ReviewResult:
-    """Detect and measure; storing and rendering are the caller's next steps (store first)."""
+    """Detect and measure within `time_s` (default: the base's harness.run_time_s); storing and rendering
+    are the caller's next steps (store first)."""
+    started = time.monotonic()
     root = gitrepo.toplevel(repo)
     base_sha, head_sha = gitrepo.resolve(root, base), gitrepo.resolve(root, head)
     review = ReviewResult(gitrepo.repository_name(root), base_sha, head_sha, fingerprint)
@@ -232,41 +298,118 @@ def run_review(
     progress(f"detecting changed operators {base_sha[:10]}..{head_sha[:10]}")
     targets = [Target.from_change(change) for change in detect(root, base_sha, head_sha)]
     if not targets and not all_operators:
+        review.wall_s = time.monotonic() - started
         return review
     with gitrepo.worktree(root, base_sha) as base_root, gitrepo.worktree(root, head_sha) as head_root:
         base_cfg, base_warn = _config_at(base_root, "base")
         head_cfg, head_warn = _config_at(head_root, "head")
         review.warnings += [w for w in (base_warn, head_warn) if w]
+        # The head may declare operators; its gates (thresholds, precision, harness) are the base's.
+        head_cfg, gate_note = gated(base_cfg, head_cfg)
+        if gate_note and not head_warn:
+            review.warnings.append(gate_note)
+            progress(gate_note)
+        targets = [_gated_target(target, head_cfg) for target in targets]
         if all_operators:
             targets += _unchanged(targets, base_root, head_root, base_cfg, head_cfg)
             targets.sort(key=lambda t: t.spec.name)
-        for index, target in enumerate(targets, 1):
-            progress(f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): timing base and head")
-            result = _measure(target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic)
-            review.operators.append(result)
-            if (
-                optimizer is not None
-                and result.change in ("added", "modified")
-                and result.head
-                and result.head.ok
-            ):
-                progress(f"[{index}/{len(targets)}] {target.spec.name}: optimizing")
-                _optimize(result, optimizer, target.spec, head_root, head_cfg)
+        review.time_budget_s = time_s or head_cfg.harness.run_time_s
+        deadline = started + review.time_budget_s
+        measured_s: list[float] = []
+        device = fingerprint.device
+        try:
+            for index, target in enumerate(targets, 1):
+                stop.check()
+                begun = time.monotonic()
+                timed = _timed(target, measure_cosmetic, device)
+                # Not started when what is left is less than measuring one has taken so far.
+                if timed and deadline - begun < max(MIN_MEASURE_S, _mean(measured_s, 0.0)):
+                    result = _result(target, base_root, head_root, head_cfg)
+                    result.stopped_by = "time"
+                    result.error = f"not measured: the run's time budget of {review.time_budget_s:.0f} s was spent (raise --time)"
+                    review.operators.append(result)
+                    continue
+                progress(
+                    f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): timing base and head"
+                )
+                result = _measure(
+                    target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic, deadline
+                )
+                review.operators.append(result)
+                if timed:
+                    measured_s.append(time.monotonic() - begun)
+                if (
+                    optimizer is not None
+                    and result.change in ("added", "modified")
+                    and result.head
+                    and result.head.ok
+                ):
+                    pending = [t for t in targets[index:] if _timed(t, measure_cosmetic, device)]
+                    budget = _optimize_time(
+                        deadline - time.monotonic(),
+                        len(pending),
+                        1 + sum(t.change in ("added", "modified") for t in pending),
+                        measured_s,
+                        head_cfg.agent.time_s,
+                    )
+                    if budget < MIN_OPTIMIZE_S:
+                        review.warnings.append(
+                            f"{target.spec.name}: not optimized, {budget:.0f} s of the run's "
+                            f"{review.time_budget_s:.0f} s left for it (raise --time)"
+                        )
+                    else:
+                        progress(
+                            f"[{index}/{len(targets)}] {target.spec.name}: optimizing ({budget:.0f} s at most)"
+                        )
+                        _optimize(result, optimizer, target.spec, head_root, head_cfg, budget)
+                result.wall_s = time.monotonic() - begun
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.stop): keep what was measured
+            review.interrupted = stop.acknowledge(exc)
+            review.warnings.append(
+                f"interrupted ({review.interrupted}) after {len(review.operators)} of {len(targets)} "
+                "operators: the rest were not measured"
+            )
+        skipped = [op.name for op in review.operators if op.stopped_by]
+        if skipped:
+            review.warnings.append(
+                f"the run's time budget ({review.time_budget_s:.0f} s) ended before {len(skipped)} operator(s) "
+                f"were measured ({', '.join(skipped[:3])}{', …' if len(skipped) > 3 else ''}): "
+                "raise --time or harness.run_time_s"
+            )
+    review.wall_s = time.monotonic() - started
     return review
 
 
 def _optimize(
-    result: OperatorResult, optimizer: Optimizer, spec: OperatorSpec, root: Path, config: Config
+    result: OperatorResult,
+    optimizer: Optimizer,
+    spec: OperatorSpec,
+    root: Path,
+    config: Config,
+    time_s: float,
 ) -> None:
     """A failing agent costs the operator its suggestion, never the review."""
     try:
-        result.optimization = optimizer(spec, root, config)
+        result.optimization = optimizer(spec, root, config, time_s)
     except KernelbotError as exc:
         result.error = f"optimization: {exc}"
         return
     best = result.optimization.best
     if best is not None:
         result.best_candidate = {**best.to_json(), "source": best.source}
+        return
+    # Faster against the cached baselines only: said, so that "no suggestion" is not a mystery.
+    unconfirmed = [c for c in result.optimization.candidates if (c.provisional_reward or 0) >= 2]
+    if unconfirmed:
+        c = max(unconfirmed, key=lambda c: c.speedup_vs_eager or 0.0)
+        if result.optimization.stopped_by == "time":
+            why = "its time ran out first"
+        else:
+            why = f"only the {CONFIRM_AT_MOST} most promising are"
+        result.notes.append(
+            f"{c.origin} looked {c.speedup_vs_eager or 0:.2f}x faster than eager against the cached baselines but "
+            f"was not timed side by side with them ({why}): reward 1, not suggested; more --time confirms it"
+        )
 
 
 def _unchanged(

@@ -131,7 +131,19 @@ def resolve_operator(target: str, root: Path, config: Config) -> tuple[OperatorS
         raise ConfigError(
             f"{target}: no such file and no declared operator of that name (declared: {names}); pass a KernelBench-form .py file or a name from .github/kernelbot.yml"
         )
-    if not is_kernelbench_source(path.read_text()):
+    if not path.is_file():
+        raise ConfigError(f"{target}: is a directory, not a file; pass a KernelBench-form .py file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{target}: not UTF-8 text (byte {err.start}); pass a KernelBench-form .py source file"
+        ) from None
+    try:
+        ast.parse(text, filename=target)
+    except SyntaxError as err:
+        raise ConfigError(f"{target}:{err.lineno}: {err.msg}; fix the syntax error") from None
+    if not is_kernelbench_source(text):
         raise ConfigError(
             f"{target}: not a KernelBench-form operator; define class Model(nn.Module), get_inputs() and get_init_inputs() at top level"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -64,6 +64,7 @@ def candidate_records(result: OptimizeResult) -> list[CandidateRecord]:
 
 
 def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None = None) -> RunRecord:
+    finished = datetime.now(UTC)  # the run is stored as it ends: it started wall_s before
     operators = []
     for op in review.operators:
         measurements = [
@@ -107,9 +108,11 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
         pr_number=pr_number,
         runner=review.fingerprint.host,
         status="completed",
-        finished_at=datetime.now(UTC),
+        started_at=finished - timedelta(seconds=review.wall_s),
+        finished_at=finished,
         fingerprint=fingerprint_record(review.fingerprint),
         operators=operators,
+        report=review.to_json(),  # what the comment renders from: a re-post is the same comment
     )
 
 

@@ -1,10 +1,14 @@
-"""Change points in an operator's time series: MongoDB's E-divisive finds them, a practical threshold keeps them."""
+"""Change points in an operator's time series: ruptures' PELT finds them, a practical threshold keeps them.
 
-# NOTE: the detection itself is signal-processing-algorithms' e_divisive (MongoDB), not written here;
-# this module only picks its parameters, makes it deterministic and drops changes too small to matter.
+The search itself is ruptures' (PELT, least squares on log times: a step is a ratio), not written here; this
+module picks its penalty and drops changes too small to matter. The penalty is BIC's for a Gaussian mean
+change, 2·σ²·ln n, with σ estimated robustly from successive differences (a step moves one difference,
+not their median), so a series' own noise sets how large a step must be before it counts.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -12,10 +16,10 @@ from statistics import median
 from typing import Any
 
 MIN_POINTS = 6  # fewer per-commit values than this: no change-point analysis (said so in the report)
-PVALUE = 0.01  # of E-divisive's permutation test
-PERMUTATIONS = 199
+MIN_SEGMENT = 3  # a level needs three points: its median then outvotes one outlier
+PENALTY_FACTOR = 2.0  # × σ² × ln n (BIC)
+SIGMA_FLOOR = 1e-3  # relative noise assumed at least 0.1%: an exactly flat series does not split on rounding
 THRESHOLD = 0.05  # a step smaller than 5% of the level before it is not reported
-SEED = 20250301  # the permutation test draws from numpy's global generator; fixed so reports are stable
 
 
 @dataclass
@@ -36,34 +40,31 @@ class ChangePoint:
 
 
 class DetectorMissing(RuntimeError):
-    """signal-processing-algorithms is not installed."""
+    """ruptures is not installed (it is a dependency: a broken install)."""
 
 
-def _e_divisive() -> Any:
+def _pelt() -> Any:
     try:
-        from signal_processing_algorithms.energy_statistics.energy_statistics import e_divisive
+        import ruptures
     except ImportError as err:
-        raise DetectorMissing(
-            "change points need signal-processing-algorithms (pip install signal-processing-algorithms)"
-        ) from err
-    return e_divisive
+        raise DetectorMissing("change points need ruptures (pip install ruptures)") from err
+    return ruptures.Pelt
 
 
 def change_points(values: Sequence[float], threshold: float = THRESHOLD) -> list[ChangePoint]:
-    """Significant steps of at least `threshold`, in order. Raises DetectorMissing without the library."""
+    """Steps of at least `threshold` that the penalty keeps, in order. Raises DetectorMissing without ruptures."""
     if len(values) < MIN_POINTS:
         return []
     import numpy as np
 
-    e_divisive = _e_divisive()
-    state = np.random.get_state()
-    np.random.seed(SEED)
-    try:
-        found = sorted(int(i) for i in e_divisive(np.asarray(values, dtype=float), PVALUE, PERMUTATIONS))
-    finally:
-        np.random.set_state(state)
-    # E-divisive is significance-only: a real but tiny shift counts. Drop the smallest step under the
-    # threshold and re-measure its neighbours' levels, until every remaining step is large enough.
+    pelt = _pelt()
+    logs = np.log(np.asarray(values, dtype=float))
+    sigma = max(float(np.median(np.abs(np.diff(logs)))) / (0.6745 * math.sqrt(2)), SIGMA_FLOOR)
+    penalty = PENALTY_FACTOR * sigma**2 * math.log(len(values))
+    ends = pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(logs.reshape(-1, 1)).predict(pen=penalty)
+    found = [int(i) for i in ends[:-1]]  # the last "end" is the series' length
+    # The penalty is about noise, not size: a real but tiny shift can pass. Drop the smallest step under
+    # the threshold and re-measure its neighbours' levels, until every remaining step is large enough.
     while True:
         points = _levels(values, found)
         small = [p for p in points if abs(p.ratio - 1) < threshold]

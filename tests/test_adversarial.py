@@ -92,8 +92,14 @@ CHEAT_LIST: list[Cheat] = [
     _c("side_stream", "matmul", None, "", "stream"),
     _c("thread_defer", "matmul", "rejected|incorrect", r"thread|outside atol", "concurrency"),
     _c("thread_pool", "matmul", "rejected", r"started threads", "concurrency"),
-    _c("subprocess_defer", "matmul", "rejected", r"child process", "concurrency"),
-    _c("fork_defer", "matmul", "rejected|incorrect", r"child process|outside atol", "concurrency"),
+    _c("subprocess_defer", "matmul", "rejected", r"child process|sandbox refused subprocess", "concurrency"),
+    _c(
+        "fork_defer",
+        "matmul",
+        "rejected|incorrect",
+        r"child process|outside atol|refused os\.fork",
+        "concurrency",
+    ),
     # lazy results
     _c("lazy_subclass", "matmul", "incorrect", r"LazyResult.*not a torch\.Tensor", "tensor-subclass"),
     _c("as_subclass", "matmul", "incorrect", r"Marked.*not a torch\.Tensor", "tensor-subclass"),
@@ -126,10 +132,18 @@ CHEAT_LIST: list[Cheat] = [
     _c("shape_fastpath", "scale", "incorrect", r"shape=\[7, 9\]"),
     # the result channel
     _c("forge_stdout", "matmul", "incorrect", r"outside atol"),
-    _c("forge_fd", "matmul", "rejected", r"failed authentication", "introspection"),
-    _c("forge_stolen_key", "matmul", None, "", "introspection"),
+    # The subject holds no key and no result channel: what it writes reaches the judge as malformed data.
+    _c("forge_fd", "matmul", "rejected", r"failed authentication|subject process sent", "introspection"),
+    _c(
+        "forge_stolen_key",
+        "matmul",
+        "rejected|incorrect",
+        r"sandbox refused sys\._getframe|outside atol",
+        "introspection",
+    ),
     # crashes and build errors: each a typed failure
-    _c("crash_segfault", "matmul", "crashed", r"SIGSEGV", "introspection"),
+    _c("crash_segfault", "matmul", "rejected|crashed", r"SIGSEGV|sandbox refused ctypes", "introspection"),
+    _c("crash_signal", "matmul", "crashed", r"SIGSEGV"),
     _c("crash_sys_exit", "matmul", "crashed", r"sys\.exit\(3\)"),
     _c("crash_os_exit", "matmul", "crashed", r"exited with code 0"),
     _c("crash_hang", "matmul", "timeout", r"no answer within 4 s", settings=HANG_SETTINGS),

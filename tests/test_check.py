@@ -104,6 +104,24 @@ def test_not_kernelbench_form_names_the_fix(repo: Path, capsys: pytest.CaptureFi
     assert "define class Model(nn.Module), get_inputs() and get_init_inputs()" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.write_text("import torch\nclass Model(torch.nn.Module:\n    pass\n"), "x.py:2: "),
+        (lambda p: p.write_bytes(b"\xfe\xff\x00torch"), "x.py: not UTF-8 text (byte 0)"),
+        (lambda p: p.mkdir(), "x.py: is a directory, not a file"),
+    ],
+    ids=["syntax-error", "binary", "directory"],
+)
+def test_a_file_that_is_no_python_source_is_one_line(
+    repo: Path, make: Any, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make(repo / "ops" / "x.py")
+    assert main(["check", "ops/x.py", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"kernelbot: error: ops/{message}") and "\n" not in err and "Traceback" not in err
+
+
 def test_config_error_is_one_line_with_file_and_key(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / ".github" / "kernelbot.yml").write_text("harness:\n  time_budgt_s: 1\n")
     assert main(["check", "ops/lin.py", "--device", "cpu"]) == 2

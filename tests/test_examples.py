@@ -95,3 +95,26 @@ def test_problem_candidate_defines_model_new(path: Path) -> None:
     classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
     assert "ModelNew" in classes and "Model" not in classes
     assert path.with_name(path.name.replace("_new.py", ".py")).exists(), "a candidate needs its problem"
+
+
+def test_the_demo_script_makes_its_repository_and_never_deletes_anything_else(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = [sys.executable, str(EXAMPLES / "make_demo_repo.py")]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    refused = subprocess.run([*script, str(mine)], capture_output=True, text=True)
+    assert refused.returncode == 1 and (mine / "notes.txt").read_text() == "keep me"
+    assert (
+        refused.stderr.strip()
+        == f"{mine} exists and is not a demo repository made by this script: name a new directory"
+    )
+    demo = tmp_path / "demo"
+    for _ in range(2):  # the second run replaces the first one's repository
+        subprocess.run([*script, str(demo)], check=True, capture_output=True)
+    branches = subprocess.run(
+        ["git", "branch", "--format=%(refname:short)"], cwd=demo, capture_output=True, text=True
+    )
+    assert branches.stdout.split() == ["main", "pr"]

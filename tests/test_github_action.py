@@ -44,7 +44,7 @@ class Model(torch.nn.Module):
     def forward(self, A, B):
         {forward}
 
-N = 1024
+N = 512
 
 def get_inputs():
     return [torch.randn(N), torch.randn(N, N)]
@@ -293,7 +293,8 @@ def test_improvement_with_verified_candidate_gets_a_suggestion(
     assert run.code == 0
     [comment] = stickies(github_api, 9)
     assert "improvement" in comment["body"] and "diag-matmul-broadcast" in comment["body"]
-    assert "<details><summary>Kernel source" in comment["body"]
+    assert comment["body"].count("<details><summary>Faster verified kernel for") == 1
+    assert comment["body"].count("```python") == 1  # the kernel's source, once
     [review] = github_api.reviews
     [suggestion] = review["comments"]
     assert review["commit_id"] == head and suggestion["path"] == "ops/diag.py"
@@ -303,6 +304,12 @@ def test_improvement_with_verified_candidate_gets_a_suggestion(
     assert source[suggestion["start_line"] - 1].strip() == "def forward(self, A, B):"
     [check] = github_api.check_runs.values()
     assert check["conclusion"] == "success"
+
+    # Re-posted from the history database: the very same comment, candidate, p-value and precision included.
+    db = f"sqlite:///{tmp_path / 'history.db'}"
+    assert main(["publish", "--run-id", run.outputs["run-id"], "--db", db]) == 0
+    [replayed] = stickies(github_api, 9)
+    assert replayed["body"] == comment["body"]
 
 
 def test_fork_pr_runs_only_after_the_label(
@@ -383,22 +390,33 @@ def test_writer_command_runs_with_reactions(
     assert stored["head"] == head  # the SHA pinned when the command was accepted
 
 
-def test_reader_command_is_refused_with_a_reply(
+@pytest.mark.parametrize(
+    ("user", "permission", "body", "reason"),
+    [
+        ("visitor", "read", "/kernelbot optimize", "@visitor has read permission"),
+        # A writer may ask for the model agent, but the base's config names no model: refused before timing.
+        ("maintainer", "write", "/kernelbot optimize --agent llm", "`--agent llm` cannot run here"),
+    ],
+    ids=["reader", "llm-without-a-model"],
+)
+def test_a_refused_command_gets_one_reply_and_runs_nothing(
     regression_repo: tuple[GitRepoBuilder, str, str],
     github_api: GitHubImitation,
     webhook: Any,
     act: Act,
+    user: str,
+    permission: str,
+    body: str,
+    reason: str,
 ) -> None:
     repo, base, head = regression_repo
-    cid, payload = slash_command(
-        github_api, webhook, repo, base, head, 8, "visitor", "read", "/kernelbot optimize"
-    )
+    cid, payload = slash_command(github_api, webhook, repo, base, head, 8, user, permission, body)
     for _ in range(2):  # a re-run of the same event does not reply twice
         run = act("issue_comment", payload, repo.root)
         assert run.code == 0 and "skipped" in run.outputs["verdict-summary"]
     assert {r[1] for r in github_api.reactions if r[0] == cid} == {"confused"}
     replies = [c for c in github_api.comments_on(8) if c["user"] == github_api.bot]
-    assert len(replies) == 1 and "@visitor has read permission" in replies[0]["body"]
+    assert len(replies) == 1 and reason in replies[0]["body"]
     assert not stickies(github_api, 8) and not github_api.check_runs
 
 
@@ -465,10 +483,9 @@ def test_a_500_on_the_first_post_leaves_exactly_one_comment(
     # GitHub created the comment, then answered 500: the retry must find it rather than post again.
     github_api.fail("POST", r"/issues/11/comments$", 500, after_apply=True)
     github_api.fail("POST", r"/check-runs$", 502, times=2)
-    assert (
-        main(["publish", "--payload", str(payload_file(tmp_path, 11, "a" * 40, f"{STICKY_MARKER}\nhello"))])
-        == 0
-    )
+    path = payload_file(tmp_path, 11, "a" * 40, f"{STICKY_MARKER}\nhello")
+    # The publish job passes what the trusted job pinned: the payload must be for that PR and head.
+    assert main(["publish", "--payload", str(path), "--pr", "11", "--head-sha", "a" * 40]) == 0
     assert (
         len(stickies(github_api, 11)) == 1 and len(github_api.requests("POST", r"/issues/11/comments$")) == 1
     )
@@ -496,7 +513,8 @@ def test_oversized_table_is_truncated_under_the_limit(
     github_api.pulls[12] = Pull(12, "c" * 40, "d" * 40, {})
     actions_env(monkeypatch, tmp_path, github_api, "pull_request", {}, tmp_path)
     (tmp_path / "payload.json").write_text(json.dumps(payload.to_json()))
-    assert main(["publish", "--payload", str(tmp_path / "payload.json")]) == 0
+    pinned = ["--pr", "12", "--head-sha", "c" * 40]
+    assert main(["publish", "--payload", str(tmp_path / "payload.json"), *pinned]) == 0
     [comment] = stickies(github_api, 12)
     assert len(comment["body"]) < COMMENT_LIMIT
     [check] = github_api.check_runs.values()
@@ -601,3 +619,20 @@ def test_a_tampered_payload_cannot_post_elsewhere(
         main(["publish", "--payload", str(payload_file(tmp_path, 16, "c" * 40, f"{STICKY_MARKER}\nx"))]) == 2
     )
     assert github_api.log == [] and "#16" in capsys.readouterr().err
+
+
+def test_a_run_stored_before_reports_were_kept_still_renders_with_its_suggestion() -> None:
+    """Runs written at schema 0002 have no report: the comment is rebuilt from rows, candidates included."""
+    from kernelbot.history import CandidateRecord, OperatorRecord, RunRecord, VerdictRecord
+    from kernelbot.render import render
+
+    slow = CandidateRecord("x = 1\n", "tf32-matmul", "ok", 1, 1.01, 0.9)
+    fast = CandidateRecord("y = 2\n", "tf32-matmul", "ok", 2, 1.5, 0.8, precision_note="uses tf32")
+    op = OperatorRecord("ops/mm", "ops/mm.py", "h" * 16, "modified", None, [],
+                        VerdictRecord("improvement", 0.6, 0.004, 0.03), [slow, fast])  # fmt: skip
+    record = RunRecord("o/r", "pull_request", "c" * 40, "b" * 40, 3, operators=[op])
+    review, summary = action_mod.review_from_record(7, record)
+    [row] = review["operators"]
+    assert row["p_value"] == 0.004 and row["best_candidate"]["source"] == "y = 2\n"  # reward 2, not 1
+    text = render("comment.md.j2", review=review, summary=summary)
+    assert "Uses tf32 precision." in text and text.count("```python") == 1

@@ -125,6 +125,11 @@ def sample_run(
         finished_at=started + timedelta(minutes=3),
         fingerprint=H100,
         operators=[gelu, added],
+        report={
+            "schema_version": 1,
+            "summary": "1 regression",
+            "operators": [{"p_value": 0.004, "ratio": 1.5}],
+        },
     )
 
 
@@ -184,13 +189,13 @@ def test_migrations_up_down_and_match_the_models(url: str) -> None:
 
     assert history.upgrade(url, "0001") == (None, "0001")
     assert "agent_turns" not in tables() and "runs" in tables()
-    assert history.upgrade(url) == ("0001", "0002")
+    assert history.upgrade(url) == ("0001", "0003")
     assert "agent_turns" in tables()
     history.downgrade(url, "0001")
     assert "agent_turns" not in tables()
     history.downgrade(url, "base")
     assert tables() == set()
-    assert history.upgrade(url) == (None, "0002")
+    assert history.upgrade(url) == (None, "0003")
     # The models and the migrations describe the same schema (a model change needs a revision).
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
@@ -238,7 +243,7 @@ def test_rows_written_at_0001_survive_the_upgrade(url: str) -> None:
     engine.dispose()
     with pytest.raises(StorageError, match="0001"):
         History.open(url)
-    assert db_command.upgrade(url) == "history database upgraded from schema revision 0001 to 0002"
+    assert db_command.upgrade(url) == "history database upgraded from schema revision 0001 to 0003"
     store = History.open(url)
     run = store.get_run(1)
     assert run.repository == "acme/old" and run.head_sha == "abc" and run.started_at == T0
@@ -260,14 +265,14 @@ def test_explicit_url_at_older_schema_names_the_fix(url: str) -> None:
     db_command.register(parser.add_subparsers())
     args = parser.parse_args(["db", "upgrade", "--db", url])
     assert args.run(args) == 0
-    assert "0002 (up to date)" in db_command.current(url)
+    assert "0003 (up to date)" in db_command.current(url)
     History.open(url).close()
 
 
 def test_empty_database_gets_the_current_schema(url: str) -> None:
     assert "none" in db_command.current(url)
     History.open(url).close()
-    assert "0002 (up to date)" in db_command.current(url)
+    assert "0003 (up to date)" in db_command.current(url)
 
 
 def test_newer_schema_than_known_is_refused(tmp_path: Path) -> None:
@@ -288,7 +293,7 @@ def test_default_database_is_embedded_sqlite_that_upgrades_itself(
     path = tmp_path / "data" / "kernelbot" / "history.db"
     history.upgrade(f"sqlite:///{path}", "0001")  # an older kernelbot left it at 0001
     store = History.open()
-    assert history.schema_status(None) == ("0002", "0002")
+    assert history.schema_status(None) == ("0003", "0003")
     store.record_run(sample_run())
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.connect() as conn:
@@ -360,3 +365,15 @@ def test_eight_concurrent_writers_lose_nothing(url: str) -> None:
     assert store.count("fingerprints") == 2
     assert store.get_run(ids[-1]).operators[0].measurements[0].raw_ms == TRICKY
     store.close()
+
+
+def test_a_file_path_is_an_sqlite_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--db /some/file.db` (no URL scheme) means SQLite at that path, relative paths included."""
+    from kernelbot import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["db", "upgrade", "--db", "rel.db"]) == 0
+    assert cli.main(["db", "upgrade", "--db", str(tmp_path / "abs.db")]) == 0
+    for name in ("rel.db", "abs.db"):
+        with sa.create_engine(f"sqlite:///{tmp_path / name}").connect() as conn:
+            assert "repositories" in sa.inspect(conn).get_table_names()

@@ -46,3 +46,29 @@ def test_on_a_gpu_the_inputs_are_born_there_and_repeat_per_seed() -> None:
 
     first, again = (make_inputs(factory, 11, "cuda")[0] for _ in range(2))
     assert seen == ["cuda", "cuda"] and first.is_cuda and torch.equal(first, again)
+
+
+def test_input_sets_shrink_to_the_gpu_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 6.4 GB input: one set; on an 8 GiB GPU the sets' budget shrinks with the device's (total) memory."""
+    import types
+
+    from kernelbot.harness import inputs
+
+    gib = 1024**3
+    assert inputs.set_bytes_budget("cpu") == inputs.MAX_INPUT_SET_BYTES
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda *a: types.SimpleNamespace(total_memory=8 * gib)
+    )
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 * gib, 141 * gib))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 3 * gib)
+    inputs.set_bytes_budget.cache_clear()  # asked once per process: this test's fake device is not kept
+    budget = inputs.set_bytes_budget("cuda")
+    inputs.set_bytes_budget.cache_clear()
+    assert budget == 8 * gib // inputs.MEMORY_SHARE == 128 * 1024**2
+    assert inputs.input_sets_for(1000, 16 * 1024**2, budget) == 8  # 8 sets of 16 MiB in 128 MiB
+    assert inputs.input_sets_for(1000, int(6.4e9), budget) == 1  # never fewer than one
+    assert inputs.input_sets_for(1000, 1024, inputs.MAX_INPUT_SET_BYTES) == inputs.MAX_INPUT_SETS
+    assert inputs.memory_note("cuda") == " (this process peaked at 3.0 GiB; 1.0 of 141.0 GiB free on the GPU)"
+    assert inputs.memory_note("cpu") == ""

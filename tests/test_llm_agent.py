@@ -33,7 +33,7 @@ agent:
   max_cost_usd: 1.0
 """
 
-DIAG = diag_op(1024)
+DIAG = diag_op(512)
 
 HEAD = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
 BROKEN = (
@@ -106,12 +106,12 @@ def test_tool_calls_recover_from_build_error_wrong_fix_429_and_500(
     # The 429 was waited out as Retry-After asked (1 s) before the retry.
     retry_gap = server.times[3] - server.times[2]
     assert retry_gap >= 0.95, retry_gap
-    # Only the verified candidate was proposed; it is correct and much faster than eager at N = 1024: 15-60x on
-    # an idle 2-core box, 6.8x once with other test suites loading it (eager and candidate are timed apart).
+    # Only the verified candidate was proposed; it is correct and much faster than eager (O(n²) for O(n³) at
+    # N = 512; the measured speedup itself is a benchmark's business, here only "far past reward 2's 5%").
     assert len(data["candidates"]) == 1
     best = data["best"]
     assert best is not None and best["origin"] == f"llm:{FAKE}" and best["status"] == "ok"
-    assert best["reward"] >= 2 and best["speedup_vs_eager"] >= 4
+    assert best["reward"] >= 2 and best["speedup_vs_eager"] >= 2
     summary = data["agent_summary"]
     assert summary["cost_usd"] > 0 and summary["replies"] == 6
     assert summary["stop_reason"] == "the model finished"
@@ -317,7 +317,7 @@ def test_review_with_the_model_agent_stores_candidates_and_transcript(
 
     monkeypatch.setenv("KERNELBOT_LLM_API_KEY", KEY)
     repo = GitRepoBuilder(tmp_path / "repo")
-    base = repo.commit({".github/kernelbot.yml": CONFIG, "ops/keep.py": DIAG.replace("N = 1024", "N = 64")})
+    base = repo.commit({".github/kernelbot.yml": CONFIG, "ops/keep.py": DIAG.replace("N = 512", "N = 64")})
     head = repo.commit({"ops/diag.py": DIAG})
     steps = [
         reply(None, tool_call("write_candidate", {"source": RIGHT}, "a"), tool_call("finish", {}, "b")),

@@ -15,7 +15,7 @@ from tests.ops import FAST_CONFIG, diag_op, write_repo
 
 ADVERSARIAL = Path(__file__).parent / "adversarial"
 
-DIAG = diag_op(2048)
+DIAG = diag_op(512)
 
 ROWSUM = """
 import torch
@@ -65,14 +65,14 @@ def optimize(repo: Path, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
-def test_diag_product_of_size_2048_is_rewritten_verified_and_10x_faster(repo: Path) -> None:
+def test_diag_product_is_rewritten_verified_and_faster(repo: Path) -> None:
     data = optimize(repo, "ops/diag.py")
     best = data["best"]
     assert best is not None and best["origin"].startswith("diag-matmul-broadcast")  # alone or stacked
     assert best["status"] == "ok" and best["reward"] >= 2
-    assert (
-        best["speedup_vs_eager"] >= 10
-    )  # O(n²) against an O(n³) product at n = 2048: measured in this one run
+    # O(n²) against an O(n³) product at n = 512 (measured speedups belong to benchmarks/: this says only that
+    # the side-by-side rounds found it faster by far more than the 5% that reward 2 asks).
+    assert best["speedup_vs_eager"] >= 3
     tried = {c["origin"] for c in data["candidates"]}
     assert "reduce-before-matmul" not in tried and data["skipped_rules"]["reduce-before-matmul"]
     # Then max-autotune, verified alone, is stacked on the rewrite and verified as one more candidate.
@@ -82,7 +82,8 @@ def test_diag_product_of_size_2048_is_rewritten_verified_and_10x_faster(repo: Pa
     assert stacked["status"] == "ok" and stacked["reward"] >= 1, stacked["reason"]
 
 
-@pytest.mark.parametrize("op", ["ops/rowsum.py", "ops/rowmean.py", "ops/scaled_mean.py"])
+# End to end for the plain sum and for problem 29's scaled mean; the mean alone is the rule tests' (test_rules).
+@pytest.mark.parametrize("op", ["ops/rowsum.py", "ops/scaled_mean.py"])
 def test_reduction_moves_before_the_linear_layer(repo: Path, op: str) -> None:
     data = optimize(repo, op, "--budget", "1")
     (candidate,) = data["candidates"]
@@ -143,3 +144,32 @@ def test_no_cheat_is_ever_suggested(repo: Path) -> None:
     assert all(c["reward"] == -1 and c["status"] != "ok" for c in data["candidates"]), [
         (c["origin"], c["status"]) for c in data["candidates"] if c["reward"] != -1
     ]
+
+
+def test_a_reward_comes_from_timing_side_by_side_not_from_stale_baselines(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Baselines cached at a slow moment (here: made 3x slower than measured) would give an unchanged copy
+    of the operator reward 3; timed in the same rounds as eager and torch.compile it earns 1."""
+    import kernelbot.optimize as optimize_module
+
+    real = optimize_module.check_operator
+
+    def stale(*args: object, **kwargs: object) -> object:
+        report = real(*args, **kwargs)  # type: ignore[arg-type]
+        for ev in (report.eager, report.compiled):
+            if ev is not None and ev.timing is not None:
+                ev.timing.median_ms *= 3
+        return report
+
+    monkeypatch.setattr(optimize_module, "check_operator", stale)
+    copy = repo / "copy.py"
+    copy.write_text(ROWSUM.replace("class Model(", "class ModelNew("))
+    data = optimize(repo, "ops/rowsum.py", "--agent", "replay", "--candidates", str(copy))
+    (candidate,) = data["candidates"]
+    assert candidate["status"] == "ok" and candidate["reward"] == 1, candidate
+    evidence = candidate["side_by_side"]
+    assert evidence["rounds"] >= 8 and 0.8 < evidence["speedup_vs_eager"] < 1.25, evidence
+    low, high = evidence["speedup_vs_eager_ci99"]
+    assert low <= evidence["speedup_vs_eager"] <= high
+    assert data["best"] is None  # nothing is suggested

@@ -134,9 +134,9 @@ def fill(store: History) -> None:
 
 @pytest.fixture
 def detector() -> None:
-    """MongoDB's E-divisive is installed. Fails in CI (CI set) when it is not; skips locally."""
+    """ruptures is installed. Fails in CI (CI set) when it is not; skips locally."""
     try:
-        trends._e_divisive()
+        trends._pelt()
     except trends.DetectorMissing as err:
         if os.environ.get("CI"):
             pytest.fail(f"the trend tests cannot run in CI: {err}")
@@ -256,9 +256,16 @@ def test_a_shorter_window_and_an_older_week(detector: None, filled: str) -> None
     assert all(len(s.values) <= 14 for sec in built.sections for s in sec.series)
 
 
-def test_empty_database_says_there_is_nothing(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    code = cli.main(["report", "weekly", "--db", f"sqlite:///{tmp_path / 'h.db'}", "--out", str(out)])
+def test_empty_database_says_there_is_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, url = tmp_path / "out", f"sqlite:///{tmp_path / 'h.db'}"
+    # A database that is not there is named, not created empty (a mistyped --db would report nothing).
+    assert cli.main(["report", "weekly", "--db", url, "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"kernelbot: error: no history database at {tmp_path / 'h.db'}: check --db, or run `kernelbot review` first to fill one"
+    )
+    assert not (tmp_path / "h.db").exists()
+    assert cli.main(["db", "upgrade", "--db", url]) == 0
+    code = cli.main(["report", "weekly", "--db", url, "--out", str(out)])
     assert code == 0
     md = (out / "report.md").read_text()
     assert "holds no runs" in md and "No default-branch measurements in this window." in md
@@ -267,9 +274,9 @@ def test_empty_database_says_there_is_nothing(tmp_path: Path) -> None:
 
 def test_missing_detector_is_reported_not_hidden(filled: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def missing() -> None:
-        raise trends.DetectorMissing("change points need signal-processing-algorithms")
+        raise trends.DetectorMissing("change points need ruptures")
 
-    monkeypatch.setattr(trends, "_e_divisive", missing)
+    monkeypatch.setattr(trends, "_pelt", missing)
     built = build(filled)
     assert built.introduced == [] and any("change points need" in n for n in built.notes)
     assert "not computed" in report.markdown(built)
@@ -284,6 +291,14 @@ def test_change_points_on_plain_series(detector: None) -> None:
     [step] = trends.change_points(flat[:25] + [x * 1.5 for x in flat[25:]])
     assert step.index == 25 and step.kind == "regression" and step.ratio == pytest.approx(1.5, rel=0.03)
     assert trends.change_points([1.0, 2.0]) == []  # too short to say anything
+    spiked = flat[:]
+    spiked[17] *= 3  # one slow commit is an outlier, not a new level
+    assert trends.change_points(spiked) == []
+    stairs = flat[:12] + [x * 1.3 for x in flat[12:26]] + [x * 0.8 for x in flat[26:]]
+    assert [(p.index, p.kind) for p in trends.change_points(stairs)] == [
+        (12, "regression"),
+        (26, "improvement"),
+    ]
 
 
 def test_cli_report_and_post_without_adapter(detector: None, filled: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -443,3 +458,11 @@ def test_html_page_renders_its_charts_in_chromium(detector: None, tmp_path: Path
         browse(binary, page, tmp_path, "--window-size=1200,2000", f"--screenshot={shot_top}")
         (ROOT / "docs").mkdir(exist_ok=True)
         shutil.copy(shot_top, ROOT / "docs" / "report-screenshot.png")
+
+
+def test_the_default_week_ends_now() -> None:
+    """Today's runs so far are in, and weekly reports at any hour tile time with no gap."""
+    now = datetime(2026, 12, 1, 15, 30, tzinfo=UTC)
+    assert report.week_bounds(None, now) == (datetime(2026, 11, 24, 15, 30, tzinfo=UTC), now)
+    next_week = now + timedelta(days=7)
+    assert report.week_bounds(None, next_week)[0] == now

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -126,7 +127,10 @@ def test_every_verdict_is_right(reviewed: dict) -> None:
     assert ops["scaled_add"]["change"] == "modified" and any(
         "scaled_add.cu" in r for r in ops["scaled_add"]["reasons"]
     )
-    assert ops["scaled_add"]["verdict"] == "no_change"
+    # A 7 us operator on a shared 2-core runner: whole batches run 2x slow at random (measured: batch medians
+    # of 5.6 to 12.4 us in one A/A run), so 16 rounds do not always settle +-25%. It must never be called a
+    # change; "ambiguous" is the honest answer when the interval straddles the threshold.
+    assert ops["scaled_add"]["verdict"] in ("no_change", "ambiguous")
     for op in ops.values():
         assert op["best_candidate"] is None  # no agent ran
         if op["verdict"] in ("regression", "improvement", "no_change"):
@@ -145,8 +149,10 @@ def test_run_is_stored_with_every_sample(reviewed: dict) -> None:
         assert "measurements" in tables or "measurement" in tables
         table = "measurements" if "measurements" in tables else "measurement"
         rows = conn.execute(f"select count(*) from {table}").fetchone()[0]
+        started, finished = conn.execute("select started_at, finished_at from runs").fetchone()
     measured = sum((op["base"] is not None) + (op["head"] is not None) for op in data["operators"])
     assert rows == measured
+    assert started < finished  # the run's real start, not the moment it was stored
 
 
 def test_comment_has_table_summary_and_marker(reviewed: dict) -> None:
@@ -169,11 +175,11 @@ def test_unknown_revision_is_one_clear_line(
 def test_unreachable_database_keeps_the_results(
     history_repo: tuple[GitRepoBuilder, str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo, base, _ = history_repo
-    head = repo.commit({"ops/added.py": matmul_op(1)}, message="only added")
+    repo, _, previous = history_repo
+    head = repo.commit({"ops/fresh.py": matmul_op(1)}, message="one operator added")
     code = review(
         repo,
-        base,
+        previous,
         head,
         "--db",
         "postgresql+psycopg://kb:secret@127.0.0.1:9/none",
@@ -207,6 +213,42 @@ def test_a_a_review_calls_no_regression(
     assert code == 0
     assert len(data["operators"]) >= 5 and all(op["change"] == "unchanged" for op in data["operators"])
     assert not [op["name"] for op in data["operators"] if op["verdict"] in ("regression", "improvement")]
+
+
+def test_the_run_budget_bounds_the_whole_review(
+    history_repo: tuple[GitRepoBuilder, str, str], tmp_path: Path
+) -> None:
+    """--time is one budget for all operators: those it leaves no time for are listed as not measured."""
+    repo, _, head = history_repo
+    started = time.monotonic()
+    code = review(
+        repo,
+        head,
+        head,
+        "--all",
+        "--time",
+        "20",
+        "--json",
+        str(tmp_path / "t.json"),
+        "--db",
+        f"sqlite:///{tmp_path / 'h.db'}",
+    )
+    wall = time.monotonic() - started
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert code == 0 and data["time_budget_s"] == 20
+    assert wall < 20 + 20, wall  # the bound, plus worktrees, storing and the process's own start
+    cut = [op for op in data["operators"] if op["stopped_by"] == "time"]
+    started_ops = [op for op in data["operators"] if op["stopped_by"] is None]
+    assert started_ops and cut and len(cut) + len(started_ops) == len(data["operators"]) >= 5
+    assert all(
+        op["error"].startswith(
+            ("not measured: the run's time budget of 20 s", "not finished: the run's time")
+        )
+        and op["verdict"] is None
+        for op in cut
+    )
+    assert any("time budget (20 s) ended before" in w for w in data["warnings"])
+    assert f"{len(cut)} not measured" in data["summary"]
 
 
 DIAG_OP = """
@@ -250,6 +292,9 @@ def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> 
     best = op["best_candidate"]
     assert best["origin"] == "diag-matmul-broadcast" and best["status"] == "ok" and best["reward"] >= 2
     assert "class ModelNew" in best["source"]
+    cands = tmp_path / "cands"  # candidates/ and the winner's drop-in file, one level each
+    assert (cands / "candidates").is_dir() and not (cands / "candidates" / "candidates").exists()
+    assert (cands / "ops_diag_kernelbot.py").is_file()
     md = (tmp_path / "c.md").read_text()
     assert "Faster verified kernel for <code>ops/diag</code>" in md and "```python" in md
     assert "| `ops/diag` | added |" in md and "diag-matmul-broadcast" in md
@@ -287,3 +332,86 @@ def test_operator_broken_on_one_side_is_an_error_naming_the_side(
     assert code == 1  # broken at head fails the gate like a regression
     assert any("uncommitted" in w and "scratch.txt" in w for w in data["warnings"])
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_spent_budget_never_fails_the_gate_nor_hides_what_needs_no_timing(
+    history_repo: tuple[GitRepoBuilder, str, str], tmp_path: Path
+) -> None:
+    """--time too short for any timing: nothing is "broken at head", cosmetic changes are still listed."""
+    repo, base, head = history_repo
+    code = review(repo, base, head, "--time", "5", "--fail-on-regression", "--json", str(tmp_path / "t.json"),
+                  "--db", f"sqlite:///{tmp_path / 'h.db'}")  # fmt: skip
+    ops = by_name(json.loads((tmp_path / "t.json").read_text()))
+    assert code == 0
+    assert ops["ops/cosmetic"]["change"] == "cosmetic" and ops["ops/cosmetic"]["stopped_by"] is None
+    assert ops["ops/cosmetic"]["error"] is None
+    timed = [op for name, op in ops.items() if name != "ops/cosmetic"]
+    assert timed and all(op["stopped_by"] == "time" and op["verdict"] is None for op in timed)
+
+
+def test_agents_share_what_measuring_the_rest_leaves() -> None:
+    from kernelbot.review import MEASURE_GUESS_S, _optimize_time
+
+    pending = 2  # operators still to measure
+    # 300 s left, measuring took 20 s so far: 40 s kept for the two, the rest shared by three agents.
+    assert _optimize_time(300.0, pending, 3, [20.0], 900.0) == pytest.approx((300 - 40) / 3)
+    assert _optimize_time(300.0, pending, 3, [], 900.0) == pytest.approx((300 - 2 * MEASURE_GUESS_S) / 3)
+    assert _optimize_time(10_000.0, 0, 1, [20.0], 900.0) == 900.0  # never past agent.time_s
+    assert _optimize_time(50.0, pending, 2, [40.0], 900.0) < 0  # nothing left: the caller skips the agent
+
+
+def test_the_run_directory_in_a_reviewed_repository_ignores_itself(tmp_path: Path) -> None:
+    import subprocess
+
+    from kernelbot.gitrepo import work_dir
+
+    repo = GitRepoBuilder(tmp_path / "repo")
+    repo.commit({"ops/a.py": matmul_op(1)}, message="one")
+    (work_dir(repo.root) / "candidates").mkdir()
+    (work_dir(repo.root) / "candidates" / "best.py").write_text("x = 1\n")
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=repo.root,
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 0 and status.stdout == ""
+
+
+def test_a_candidate_faster_only_against_cached_baselines_is_explained() -> None:
+    """No suggestion although a candidate looked 8x faster: the comment says why (not timed side by side)."""
+    import types
+
+    from kernelbot.review import OperatorResult, _optimize
+
+    looked = types.SimpleNamespace(origin="diag-matmul-broadcast", provisional_reward=3, speedup_vs_eager=8.2)
+    outcome = types.SimpleNamespace(best=None, candidates=[looked], stopped_by="time")
+    result = OperatorResult("ops/d", "ops/d.py", "added", [], 0.03)
+    _optimize(result, lambda *_: outcome, None, Path("."), None, 60.0)  # type: ignore[arg-type]
+    assert result.best_candidate is None and result.error is None
+    [note] = result.notes
+    assert note.startswith(
+        "diag-matmul-broadcast looked 8.20x faster than eager against the cached baselines"
+    )
+    assert "its time ran out first" in note
+
+
+def test_a_report_stored_before_notes_existed_still_renders() -> None:
+    """publish --run-id renders stored reports of earlier versions: a missing key is not an error."""
+    from kernelbot.render import render
+
+    device = {
+        "gpu": None,
+        "cpu": "x",
+        "device": "cpu",
+        "driver": "",
+        "cuda": "",
+        "torch": "2",
+        "cupy": "",
+        "kernelbot": "0",
+    }
+    op = {"name": "ops/a", "path": "ops/a.py", "change": "added", "base": None, "head": None, "ratio": None,
+          "p_value": None, "verdict": None, "best_candidate": None, "error": None}  # fmt: skip
+    text = render("comment.md.j2", review={"base": "a" * 40, "head": "b" * 40, "device": device, "run_id": 3,
+                                           "warnings": [], "operators": [op]}, summary="1 added")  # fmt: skip
+    assert "| `ops/a` | added |" in text and "**Notes**" not in text

@@ -232,11 +232,41 @@ def test_a_bad_rule_file_is_one_line_naming_file_and_key(tmp_path: Path) -> None
     )
     with pytest.raises(ConfigError, match="must equal the file name"):
         load_rules(tmp_path)
+    (tmp_path / "bad.yaml").write_text(
+        "id: bad\ndescription: x\nrationale: y\nproduces: {rewrite: diag_matmull}\n"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^rules/bad.yaml: key 'produces.rewrite': no rewrite named 'diag_matmull' \(registered: .*diag_matmul",
+    ):
+        load_rules(tmp_path)
+    (tmp_path / "bad.yaml").write_text(
+        "id: bad\ndescription: x\nrationale: y\nproduces: {template: nope.py.j2}\n"
+    )
+    with pytest.raises(
+        ConfigError, match=r"^rules/bad.yaml: key 'produces.template': no templates/kernels/nope.py.j2"
+    ):
+        load_rules(tmp_path)
+
+
+def test_every_rewrite_module_is_found_without_an_import() -> None:
+    """A rewrites_*.py module registers its rewrites by being there: discovery finds each one."""
+    import pkgutil
+
+    import kernelbot.agents as agents
+    from kernelbot.agents.rewrites import all_rewrites
+
+    modules = [m.name for m in pkgutil.iter_modules(agents.__path__) if m.name.startswith("rewrites_")]
+    found = {fn.__module__.rsplit(".", 1)[1] for fn in all_rewrites().values()}
+    assert set(modules) <= found and {
+        "conv_bn_fold",
+        "row_softmax",
+        "split_k_linear",
+        "tf32x3_products",
+    } <= set(all_rewrites())
 
 
 def test_analysis_facts_are_cached_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
     from kernelbot.agents import analysis
 
     (tmp_path / "op.py").write_text(
@@ -249,8 +279,8 @@ def test_analysis_facts_are_cached_by_content(tmp_path: Path, monkeypatch: pytes
     first = analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1")
     assert first["rewrites"]["diag_matmul"]["applied"] and "analysis_failed" not in first
     runs: list[object] = []
-    real_run = subprocess.run
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: runs.append(a) or real_run(*a, **k))
+    real_launch = analysis.launch
+    monkeypatch.setattr(analysis, "launch", lambda *a, **k: runs.append(a) or real_launch(*a, **k))
     assert analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1") == first
     assert runs == []  # from the cache
     elsewhere = tmp_path / "worktree"  # the same operator checked out elsewhere (a review's worktree)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -271,3 +272,192 @@ def test_a_wrapper_stacked_on_a_kernel_candidate_may_call_its_forward() -> None:
                 return super().forward(x)
     """
     assert {f.line for f in scan(textwrap.dedent(sneaky), require_kernel=True)} >= {4, 6}
+
+
+# Bypasses of the literal forms above, one class a group: (rule, fragment of the message, source).
+BYPASSES = [
+    # star imports: the forbidden names arrive bare
+    ("concurrency", "imports * from os: os.fork", "from os import *\n"),
+    ("concurrency", "uses os.fork", "from os import *\n\n\nif fork() == 0:\n    setsid()\n"),
+    ("concurrency", "uses os.system", "from os import *\nx = 1\nsystem('true')\n"),
+    ("concurrency", "uses os.kill", "from os import *\nx = 1\nkill(1, 9)\n"),
+    ("concurrency", "uses subprocess", "from subprocess import *\n"),
+    ("network", "uses socket", "from socket import *\n"),
+    ("introspection", "uses ctypes", "from ctypes import *\n"),
+    ("concurrency", "uses threading", "from threading import *\n"),
+    ("introspection", "imports * from sys: sys.", "from sys import *\n"),
+    # private C modules stand for the public ones
+    ("network", "uses socket", "import _socket\n"),
+    ("concurrency", "uses subprocess", "import _posixsubprocess\n"),
+    ("concurrency", "uses _thread.start_new_thread", "from _thread import start_new_thread\n"),
+    ("introspection", "uses ctypes", "import _ctypes\n"),
+    ("concurrency", "uses multiprocessing", "import _multiprocessing\n"),
+    ("concurrency", "uses multiprocessing", "import _posixshmem\n"),
+    ("concurrency", "uses signal", "import _signal\n"),
+    ("concurrency", "uses posix", "import posix\n"),
+    ("concurrency", "uses nt", "from nt import system\n"),
+    ("introspection", "imports _io: a private C module", "import _io\n"),
+    ("dynamic-code", "uses importlib", "import _frozen_importlib\n"),
+    # importers and computed module names
+    ("network", "spells 'socket'", "import importlib\nm = importlib.import_module('so' + 'cket')\n"),
+    ("dynamic-code", "uses __import__", "m = __import__(''.join(['o', 's']))\n"),
+    ("dynamic-code", "reads .__import__", "import builtins\nm = builtins.__import__('os')\n"),
+    ("dynamic-code", "reads .__import__", "m = len.__self__.__import__('os')\n"),
+    ("dynamic-code", "uses pickle", "import pickle\npickle.loads(b'cos\\nsystem\\n')\n"),
+    # names resolved through namespaces, getattr and text built at run time
+    ("concurrency", "uses os.system", "import os\nos.__dict__['system']('true')\n"),
+    ("dynamic-code", "a namespace lookup on os with a computed name", "import os\nf = os.__dict__[name]\n"),
+    ("concurrency", "uses os.fork", "import os\nvars(os)['fork']()\n"),
+    ("dynamic-code", "reads vars(os)", "import os\nns = vars(os)\n"),
+    ("concurrency", "uses os.system", "import os\ngetattr(os, 'sys' + 'tem')('true')\n"),
+    ("dynamic-code", "getattr on os with a computed name", "import os\nf = getattr(os, name)\n"),
+    ("dynamic-code", "getattr on sys with a computed name", "import sys\nf = getattr(sys, name)\n"),
+    ("introspection", "spells 'tb_frame'", "f = getattr(tb, 'tb_' + 'frame')\n"),
+    ("introspection", "spells 'f_back'", "f = getattr(frame, 'f_' + 'back')\n"),
+    ("introspection", "name built from 'f_'", "f = getattr(frame, 'f_' + suffix)\n"),
+    ("introspection", "name built from '__'", "g = getattr(fn, f'__{part}')\n"),
+    ("introspection", "spells 'gi_frame'", "f = object.__getattribute__(g, 'gi_' + 'frame')\n"),
+    ("introspection", "spells 'tb_frame'", "import operator\nget = operator.attrgetter('tb_' + 'frame')\n"),
+    ("dynamic-code", "uses globals", "m = globals()['o' + 's']\n"),
+    ("dynamic-code", "passes the module os around", "import os\nm = [os][0]\nm.system('true')\n"),
+    ("dynamic-code", "passes the module sys around", "import sys\ns = sys\nf = s._getframe()\n"),
+    ("dynamic-code", "passes the module torch.backends.cudnn", "import torch\nc = torch.backends.cudnn\n"),
+    ("concurrency", "uses torch.os.system", "import torch\ntorch.os.system('true')\n"),
+    ("introspection", "uses torch.sys.modules", "import torch\nm = torch.sys.modules\n"),
+    # frame, traceback and generator attributes, literal and spelt as (folded) strings
+    ("introspection", "reads .f_builtins", "b = frame.f_builtins\n"),
+    ("introspection", "reads .gi_frame", "f = gen.gi_frame\n"),
+    ("introspection", "reads .cr_frame", "f = coro.cr_frame\n"),
+    ("introspection", "reads .ag_frame", "f = agen.ag_frame\n"),
+    (
+        "introspection",
+        "reads .__traceback__",
+        "try:\n    pass\nexcept Exception as e:\n    t = e.__traceback__\n",
+    ),
+    ("introspection", "reads .__self__", "b = len.__self__\n"),
+    ("introspection", "reads .__code__", "f.__code__ = g.__code__\n"),
+    ("introspection", "spells 'tb_frame'", "name = 'tb_frame'\n"),
+    ("introspection", "spells 'f_globals'", "name = ''.join(['f_', 'glo', 'bals'])\n"),
+    ("introspection", "spells 'f_locals'", "name = 'f_%s' % 'locals'\n"),
+    ("introspection", "spells 'f_back'", "name = 'f_{}'.format('back')\n"),
+    ("introspection", "spells 'gi_frame'", "a = 'gi'\nname = f'{a}_frame'\n"),
+    ("introspection", "spells 'f_back'", "name = ''.join(map(chr, [102, 95, 98, 97, 99, 107]))\n"),
+    ("introspection", "spells 'f_back'", "name = 'kcab_f'[::-1]\n"),
+    ("introspection", "spells 'f_back'", "name = b'f_back'.decode()\n"),
+    ("introspection", "spells '__globals__'", "name = '__GLOBALS__'.lower()\n"),
+    ("introspection", "spells '__closure__'", "cells = fn.__dict__['__clo' + 'sure__']\n"),
+    ("introspection", "spells 'f_back'", "import codecs\nname = codecs.decode('s_onpx', 'rot13')\n"),
+    ("introspection", "spells 'f_back'", "import base64\nname = base64.b64decode('Zl9iYWNr').decode()\n"),
+    ("introspection", "spells '_getframe'", "f = getattr(s, '_get' + 'frame')\n"),
+    ("harness-access", "names kernelbot", "m = 'kernel' + 'bot.harness'\n"),
+    # frames, stacks, object graphs, the process: sys, inspect, traceback, gc, ctypes, /proc, fds
+    ("introspection", "uses sys._getframe", "from sys import _getframe\n"),
+    ("introspection", "uses sys._current_frames", "import sys as s\nf = s._current_frames()\n"),
+    ("introspection", "uses sys.exc_info", "import sys\ntb = sys.exc_info()[2]\n"),
+    ("introspection", "uses inspect.currentframe", "from inspect import currentframe\n"),
+    ("introspection", "uses inspect", "import inspect\ns = inspect.stack()\n"),
+    ("introspection", "uses traceback.walk_tb", "from traceback import walk_tb\n"),
+    ("introspection", "uses gc.get_referrers", "from gc import get_referrers\n"),
+    ("introspection", "uses ctypes.pythonapi", "import ctypes as c\napi = c.pythonapi\n"),
+    ("introspection", "names /proc/ or /dev/fd in a string", "path = '/pr' + 'oc/self/fd/5'\n"),
+    ("introspection", "mentions /proc/ or /dev/fd", "out = open('/dev/fd/5', 'wb')\n"),
+    ("introspection", "calls open(5)", "out = open(5, 'wb')\n"),
+    ("introspection", "uses os.pwrite", "import os\nos.pwrite(5, b'x', 0)\n"),
+    ("introspection", "uses faulthandler", "import faulthandler\n"),
+    # the environment, process groups, double forks
+    ("monkeypatch", "writes os.environ", "import os\nos.environ['NVIDIA_TF32_OVERRIDE'] = '1'\n"),
+    ("monkeypatch", "writes os.environ", "from os import environ\nenviron.update(X='1')\n"),
+    ("monkeypatch", "writes os.environ", "import os\nos.putenv('X', '1')\n"),
+    ("concurrency", "uses os.setsid", "import os\nos.setsid()\n"),
+    ("concurrency", "uses os.setpgrp", "import os\nos.setpgrp()\n"),
+    ("concurrency", "uses os.fork", "import os\nif os.fork() == 0:\n    os.setsid()\n    os.fork()\n"),
+    ("concurrency", "uses os.register_at_fork", "import os\nos.register_at_fork(after_in_child=f)\n"),
+    ("concurrency", "native code starts threads or processes", "src = 'if (vfork() == 0) execvp(a, b);'\n"),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "fragment", "source"), BYPASSES, ids=[f"{r}:{s.splitlines()[-1][:40]}" for r, _, s in BYPASSES]
+)
+def test_static_bypasses_are_caught(rule: str, fragment: str, source: str) -> None:
+    found = scan(source)
+    assert any(f.rule == rule and fragment in f.message for f in found), found
+    assert all("\n" not in f.message for f in found)
+
+
+def test_static_names_known_honest_patterns_pass() -> None:
+    """Computed names on the candidate's own objects, reads of the environment, modules tested for None."""
+    source = """
+        import os
+        import torch
+        from torch import nn
+
+        try:
+            import cupy
+        except ImportError:
+            cupy = None
+
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                for i in range(2):
+                    setattr(self, f"conv{i}", nn.Conv2d(3, 3, 1))
+                self.dtype = getattr(torch, "float32")
+                self.debug = os.environ.get("KERNEL_DEBUG") == "1" and hasattr(torch, "compile")
+
+            def forward(self, x):
+                cache = self.__dict__.setdefault("_kernelbot_cache", {})
+                for i in range(2):
+                    x = getattr(self, "conv" + str(i))(x)
+                if cupy is not None and isinstance(x, torch.Tensor):
+                    cache["hit"] = True
+                return x.to(self.dtype)
+    """
+    assert scan(textwrap.dedent(source)) == []
+
+
+def test_static_star_import_without_forbidden_members_passes() -> None:
+    assert scan("from math import *\nx = sqrt(2.0) * pi\n") == []
+
+
+def test_static_a_chain_too_long_to_fold_is_refused() -> None:
+    # Folded from the bottom up this chain spells "tb_frame"; top down it is deeper than folding follows.
+    source = "".join(f"a{i} = a{i - 1} + ''\n" for i in range(3000, 1, -1)) + "a1 = 'tb_frame'[:3]\n"
+    found = scan(source)
+    assert any("nests too deeply" in f.message for f in found), found
+
+
+def test_static_folding_stays_cheap() -> None:
+    # Doubling a string forty times would take terabytes: folding gives up past its limit instead.
+    source = "a0 = 'x' * 1000\n" + "".join(f"a{i} = a{i - 1} + a{i - 1}\n" for i in range(1, 40))
+    assert scan(source) == []
+    assert scan("w = '%999999999s' % 'tb_frame'\nv = '{:>999999999}'.format('x')\n") != []  # the literal
+
+
+HONEST_DIR = Path(__file__).parent / "adversarial" / "honest"
+
+
+@pytest.mark.parametrize("path", sorted(HONEST_DIR.glob("*.py")), ids=lambda p: p.stem)
+def test_static_honest_files_pass(path: Path) -> None:
+    assert scan(path.read_text()) == []
+
+
+def test_static_rendered_templates_pass(tmp_path: Path) -> None:
+    """Every template rule rendered for every operator of the template tests it fires on scans clean
+    (`_render` scans with the rule's own precision and require_kernel, as the pipeline does)."""
+    from kernelbot.agents.rules import load_rules
+    from tests.test_rules_templates import ALL, OPERATORS, _facts, _render
+
+    for name, source in OPERATORS.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source).lstrip())
+    rendered: set[str] = set()
+    for name in OPERATORS:
+        for eager_ms in (0.03, 2.0):  # launch-bound (a CUDA graph fires) and not
+            facts = _facts(tmp_path, name, eager_ms)
+            for rule in load_rules():
+                for device in ("cuda", "cpu"):
+                    if rule.produces.template and rule.matches(facts, device, "kernelbench", ALL) is None:
+                        _render(rule, tmp_path, name, facts, device)  # asserts scan(...) == []
+                        rendered.add(rule.produces.template)
+    assert len(rendered) >= 8, rendered

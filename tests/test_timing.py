@@ -7,12 +7,14 @@ from typing import Any
 import pytest
 
 from kernelbot.harness import timing
+from kernelbot.harness.judge import GROSS, TOLERANCE, bound, charge
 from kernelbot.harness.timing import (
     HIDDEN_WORK_MARGIN_MS,
     MIN_CPU_SHARE,
-    Timer,
+    Sample,
     counted_ms,
     gpu_sample_verdict,
+    measure,
 )
 
 
@@ -32,39 +34,36 @@ def test_a_gpu_sample_is_hidden_work_only_if_the_process_held_the_cpu(
     assert gpu_sample_verdict(wall_ms, gpu_ms, cpu_share) == verdict
 
 
-class ScriptedTimer(Timer):
-    """A CPU timer whose samples take scripted times and are scripted as descheduled or not."""
+def _measure(
+    script: list[tuple[float, bool]], max_samples: int, budget_s: float = 60.0, field: str = "descheduled"
+) -> Any:
+    """The judge's adaptive rule over scripted samples: (seconds, flag) each, the flag set on `field`."""
+    samples = iter(script)
 
-    def __init__(self, script: list[tuple[float, bool]]) -> None:
-        super().__init__("cpu")
-        self.script = iter(script)
+    def take() -> Sample:
+        seconds, flag = next(samples, (1e-3, False))
+        return Sample(seconds * 1e3, **{field: flag})
 
-    def one_sample(self, fn: Any, input_sets: list[list[Any]], calls: int) -> tuple[float, list[Any]]:
-        seconds, self.last_descheduled = next(self.script, (1e-3, False))
-        return seconds, [None] * len(input_sets)
-
-
-def _measure(timer: Timer, max_samples: int, budget_s: float = 60.0) -> Any:
-    samples, _ = timer.measure(
-        lambda: None, [[]], lambda sets: None, calls=1, min_samples=max_samples,
-        max_samples=max_samples, target_rse=0.0, budget_s=budget_s,
-    )  # fmt: skip
-    return samples
+    return measure(
+        take, calls=1, min_samples=max_samples, max_samples=max_samples, target_rse=0.0, budget_s=budget_s
+    )
 
 
 def test_descheduled_samples_are_taken_again() -> None:
     warmup = [(1e-3, False)] * timing.WARMUP_SAMPLES
-    script = [*warmup, (1e-3, False), (9e-3, True), (9e-3, True), (1e-3, False), (1e-3, False)]
-    samples = _measure(ScriptedTimer(script), max_samples=3)
-    assert samples.descheduled == 2 and samples.times_ms == pytest.approx([1.0, 1.0, 1.0])
+    script = [*warmup, (1e-3, False), (9e-3, True), (9e-3, True)] + [(1e-3, False)] * 18
+    samples = _measure(script, max_samples=20)
+    assert samples.descheduled == 2 and samples.times_ms == pytest.approx([1.0] * 20)
 
 
 def test_past_the_retake_cap_a_descheduled_sample_counts_its_own_time() -> None:
+    """The subject says when it was descheduled, and the judge cannot check it: a tenth of the samples at most
+    are retaken, so a subject cannot drop its own slow samples to move its median."""
     warmup = [(1e-3, False)] * timing.WARMUP_SAMPLES
-    script = warmup + [(9e-3, True)] * 100  # the runner never frees up
-    samples = _measure(ScriptedTimer(script), max_samples=2)
-    assert samples.descheduled == 4 * 2  # retaken up to the cap, then recorded as measured (the wall time)
-    assert samples.times_ms == pytest.approx([9.0, 9.0])
+    script = warmup + [(9e-3, True)] * 100  # the runner never frees up (or the subject says so)
+    samples = _measure(script, max_samples=20)
+    assert samples.descheduled == 2  # retaken up to the cap, then recorded as measured (the wall time)
+    assert samples.times_ms == pytest.approx([9.0] * 20)
 
 
 @pytest.mark.parametrize(
@@ -83,12 +82,40 @@ def test_a_gpu_sample_never_counts_less_than_its_wall_time_less_the_host_latency
     assert counted_ms(wall_ms, gpu_ms, 0.05, verdict) == pytest.approx(counted)
 
 
-def test_samples_count_those_bounded_by_their_wall_time() -> None:
-    class WallBound(ScriptedTimer):
-        def one_sample(self, fn: Any, input_sets: list[list[Any]], calls: int) -> tuple[float, list[Any]]:
-            seconds, self.last_wall_bound = next(self.script, (1e-3, False))
-            return seconds, [None] * len(input_sets)
+def test_the_recorded_samples_are_kept_and_warm_up_and_retaken_ones_are_not() -> None:
+    warmup = [(5e-3, False)] * timing.WARMUP_SAMPLES
+    samples = _measure([*warmup, (1e-3, False), (9e-3, True), (2e-3, False)], max_samples=2)
+    assert [s.ms for s in samples.kept] == pytest.approx([1.0, 2.0])  # the descheduled one was retaken
 
-    warmup = [(1e-3, True)] * timing.WARMUP_SAMPLES  # warm-up samples are not tallied
-    samples = _measure(WallBound([*warmup, (1e-3, False), (2e-3, True), (1e-3, False)]), max_samples=3)
-    assert samples.wall_bound == 1 and samples.times_ms == pytest.approx([1.0, 2.0, 1.0])
+
+def _bound(device: str, rows: list[tuple[float, float, float]]) -> list[float]:
+    return bound(rows, TOLERANCE[device], GROSS[device])
+
+
+def test_an_honest_batch_counts_its_claims_whatever_the_judges_clock_jitters() -> None:
+    rows = [(10.0, over, 0.0) for over in (0.05, 0.3, 0.1, 0.45, 0.2)]  # a loaded 2-core runner's jitter
+    assert _bound("cpu", rows) == pytest.approx([10.0] * 5)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_batch_that_understates_every_sample_is_charged_what_it_hid(device: str) -> None:
+    factor, margin = TOLERANCE[device]
+    allowed = (factor - 1) * 5.0 + margin
+    rows = [(5.0, 4.0 + jitter, 0.0) for jitter in (0.0, 0.1, 0.2)]  # 4 ms a sample left out of the claim
+    assert _bound(device, rows) == pytest.approx([5.0 + 4.1 - allowed] * 3)
+
+
+def test_work_moved_into_the_refresh_is_charged_to_every_sample() -> None:
+    rows = [(5.0, 0.0, moved) for moved in (1.9, 2.0, 2.1)]
+    assert _bound("cpu", rows) == pytest.approx([7.0] * 3)
+
+
+def test_one_sample_far_past_the_judges_clock_counts_that_clock() -> None:
+    rows = [(5.0, 0.1, 0.0), (5.0, 0.1, 0.0), (0.001, 4.999, 0.0)]  # a lie in one sample of three
+    counted = _bound("cpu", rows)
+    assert counted[:2] == pytest.approx([5.0, 5.0]) and counted[2] == pytest.approx(5.0)
+
+
+def test_untimed_steps_are_charged_beyond_their_floor() -> None:
+    assert charge(1.0, 1.0, (1.1, 0.2)) == 0.0  # an honest refresh
+    assert charge(3.0, 1.0, (1.1, 0.2)) == pytest.approx(1.7)  # work moved into it

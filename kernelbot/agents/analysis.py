@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernelbot.harness.sandbox import worker_env
+from kernelbot.harness.sandbox import launch, worker_env
 
 
 @functools.cache
@@ -31,6 +34,7 @@ def analyze_operator(
     *,
     cache_dir: Path | None = None,
     spec_hash: str = "",
+    sandbox: str = "bwrap",
 ) -> dict[str, Any]:
     """Facts about the operator (ops, modules, shapes, which rewrites apply). Failures become facts too.
 
@@ -51,7 +55,7 @@ def analyze_operator(
             return cached
         except (OSError, ValueError):
             pass  # absent or unreadable: analyse again
-    facts = _analyze(job, rewrites, timeout_s)
+    facts = _analyze(job, rewrites, timeout_s, sandbox)
     if path is not None and "analysis_failed" not in facts:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{id(facts)}.tmp")
@@ -60,21 +64,34 @@ def analyze_operator(
     return facts
 
 
-def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float) -> dict[str, Any]:
+def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float, sandbox: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kernelbot-trace-") as tmp:
         request, answer = Path(tmp) / "in.json", Path(tmp) / "out.json"
-        request.write_text(json.dumps({"job": {**job, "device": "cpu"}, "rewrites": rewrites}))
+        root = Path(job["root"]).resolve()
+        request.write_text(
+            json.dumps({"job": {**job, "root": str(root), "device": "cpu"}, "rewrites": rewrites})
+        )
+        # The operator is the pull request's code: traced in the same OS sandbox as every evaluation.
+        proc = launch(
+            [sys.executable, "-m", "kernelbot.agents.tracer", str(request), str(answer)],
+            mode=sandbox,
+            env=worker_env(None, "cpu"),
+            readable=[root],
+            writable=[Path(tmp)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
-            subprocess.run(
-                [sys.executable, "-m", "kernelbot.agents.tracer", str(request), str(answer)],
-                env=worker_env(None, "cpu"),
-                timeout=timeout_s,
-                capture_output=True,
-                check=False,
-            )
-            result = json.loads(answer.read_text())
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return _failed(f"analysis timed out after {timeout_s:g} s")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        try:
+            result = json.loads(answer.read_text())
         except (OSError, ValueError) as exc:
             return _failed(f"analysis failed: {exc}")
     if not result.get("ok"):

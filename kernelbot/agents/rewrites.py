@@ -21,10 +21,26 @@ MATMULS = {torch.matmul, torch.mm, operator.matmul}
 
 def register(name: str) -> Callable[[Rewrite], Rewrite]:
     def wrap(fn: Rewrite) -> Rewrite:
+        if name in REWRITES and REWRITES[name] is not fn:
+            raise ValueError(f"two rewrites are registered as {name!r}: rename one")
         REWRITES[name] = fn
         return fn
 
     return wrap
+
+
+def all_rewrites() -> dict[str, Rewrite]:
+    """Every registered rewrite: this module's and those of each kernelbot/agents/rewrites_*.py, found by
+    name, so a new rewrite module needs no import anywhere else."""
+    import importlib
+    import pkgutil
+
+    import kernelbot.agents as agents
+
+    for module in pkgutil.iter_modules(agents.__path__):
+        if module.name.startswith("rewrites_"):
+            importlib.import_module(f"kernelbot.agents.{module.name}")
+    return REWRITES
 
 
 def _shape(node: object) -> tuple[int, ...] | None:

@@ -8,11 +8,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-import kernelbot
 from kernelbot.agents.base import Precision, precision_allowed
+from kernelbot.agents.rewrites import all_rewrites
+from kernelbot.assets import asset_dir
 from kernelbot.errors import ConfigError
 
-RULES_DIR = Path(kernelbot.__file__).resolve().parents[1] / "rules"
+RULES_DIR = asset_dir("rules")
 
 
 class _Strict(BaseModel):
@@ -151,10 +152,25 @@ def load_rules(directory: Path = RULES_DIR) -> list[Rule]:
             raise ConfigError(f"{rel}: id '{rule.id}' must equal the file name '{path.stem}'")
         rules.append(rule)
     ids = {r.id for r in rules}
+    known = all_rewrites()
+    kernels = asset_dir("templates") / "kernels"
     for rule in rules:
         unknown = sorted(set(rule.conflicts) - ids)
         if unknown:
             raise ConfigError(f"{rule.path}: key 'conflicts': no rule named {', '.join(unknown)}")
+        for key, name in (
+            ("produces.rewrite", rule.produces.rewrite),
+            ("produces.params.rewrite", rule.produces.params.get("rewrite")),
+        ):
+            if name is not None and name not in known:
+                raise ConfigError(
+                    f"{rule.path}: key '{key}': no rewrite named {name!r} (registered: {', '.join(sorted(known))}); "
+                    "add a kernelbot/agents/rewrites_*.py module that registers it"
+                )
+        if rule.produces.template is not None and not (kernels / rule.produces.template).is_file():
+            raise ConfigError(
+                f"{rule.path}: key 'produces.template': no templates/kernels/{rule.produces.template}; add the template"
+            )
     return rules
 
 

@@ -107,6 +107,14 @@ class Attempt:
     submitted: bool = False  # proposed to the pipeline
 
 
+def fp64_note(ev: Evaluation) -> str:
+    """The error against float64, as a multiple of the float32 reference's own (empty when not measured)."""
+    if ev.fp64_ratio is None:
+        return ""
+    how = " (passed by the float64 rule)" if ev.by_fp64 else ""
+    return f"; against float64 {ev.fp64_ratio:.3g}x the float32 reference's error{how}"
+
+
 @dataclass
 class ToolResult:
     text: str  # what the model reads
@@ -251,7 +259,7 @@ class Toolbox:
         }.get(ev.status, "")
         errs = ""
         if ev.max_abs_err is not None:
-            errs = f"\nmax abs err {ev.max_abs_err:.3g}, max rel err {ev.max_rel_err or 0:.3g}"
+            errs = f"\nmax abs err {ev.max_abs_err:.3g}, max rel err {ev.max_rel_err or 0:.3g}{fp64_note(ev)}"
         return ToolResult(
             f"{stage} FAILED ({ev.status}): {hint}\n{trim_error(ev.reason)}{errs}",
             {"status": ev.status, "reason": trim_error(ev.reason, 4000), "max_abs_err": ev.max_abs_err},
@@ -282,9 +290,14 @@ class Toolbox:
             attempt.stage = "verified"
         cases = ", ".join(ev.cases[:4]) or "the operator's inputs"
         return ToolResult(
-            f"verify OK on {self.settings.seeds} fresh seeds ({cases}); max abs err {ev.max_abs_err or 0:.3g}. "
-            "Next: profile.",
-            {"status": "ok", "max_abs_err": ev.max_abs_err, "max_rel_err": ev.max_rel_err},
+            f"verify OK on {self.settings.seeds} fresh seeds ({cases}); max abs err {ev.max_abs_err or 0:.3g}"
+            f"{fp64_note(ev)}. Next: profile.",
+            {
+                "status": "ok",
+                "max_abs_err": ev.max_abs_err,
+                "max_rel_err": ev.max_rel_err,
+                "fp64_ratio": ev.fp64_ratio,
+            },
         )
 
     def tool_profile(self) -> ToolResult:

@@ -19,12 +19,11 @@ from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelbot.agents import epilogue
-from kernelbot.agents.rewrites import REWRITES
-from kernelbot.agents.rewrites_conv import conv_bn_fold  # noqa: F401  (importing registers the rewrite)
-from kernelbot.agents.rewrites_softmax import row_softmax  # noqa: F401  (likewise)
-from kernelbot.agents.rewrites_splitk import split_k_linear  # noqa: F401  (likewise)
-from kernelbot.agents.rewrites_tf32x3 import tf32x3_products  # noqa: F401  (likewise)
+from kernelbot.agents.rewrites import all_rewrites
+from kernelbot.harness import audit
 from kernelbot.harness.loader import Operator
+
+REWRITES = all_rewrites()  # found now, before the operator's (untrusted) files are imported
 
 
 def op_name(node: fx.Node, gm: fx.GraphModule) -> str | None:
@@ -63,6 +62,7 @@ def kernel_count(model: Any, inputs: list[Any]) -> int | None:
 
 
 def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
+    audit.install([job["root"]])  # before the operator's (untrusted) files are imported
     op = Operator(job)
     inputs = op.cases[0].make(0)
     facts: dict[str, Any] = {

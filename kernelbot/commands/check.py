@@ -58,12 +58,13 @@ def render(report: CheckReport) -> None:
             f"{report.spec.name} on {fp.device} ({where}, torch {fp.torch})",
             ["subject", "status", "median", "95% CI", "samples", "vs eager", "max abs err"],
             rows,
+            optional=("95% CI", "samples", "max abs err"),
         )
     )
     if report.candidate is not None:
         cand = report.candidate
         if not cand.ok:
-            console.err.print(f"[red]candidate {cand.status}[/red]: {cand.reason}")
+            console.err.print(f"[red]candidate {cand.status}[/red]: {console.escape(cand.reason)}")
         console.err.print(
             f"reward: [bold]{report.reward}[/bold] (-1 wrong, 1 correct, 2 >5% faster than eager, 3 also than torch.compile)"
         )

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         cmd = commands.add_parser(name, help=text, description=text)
         cmd.add_argument(
             "--db",
-            metavar="URL",
+            metavar="URL|FILE",
             default=None,
             help="SQLAlchemy URL (default: the SQLite file in the user data directory)",
         )

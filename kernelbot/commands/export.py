@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=[-1, 1, 2, 3],
         help="only tasks whose final candidate earned at least this",
     )
-    traj.add_argument("--db", metavar="URL", help="history database URL (default: config, else SQLite)")
+    traj.add_argument("--db", metavar="URL|FILE", help="history database URL (default: config, else SQLite)")
     traj.add_argument(
         "--repo", type=Path, default=Path("."), help="repository whose config names the database"
     )

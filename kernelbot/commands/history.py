@@ -19,13 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--repository", metavar="OWNER/NAME", help="only this repository")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout instead of a table")
     parser.add_argument(
-        "--db", metavar="URL", default=None, help="SQLAlchemy URL (default: the embedded SQLite file)"
+        "--db", metavar="URL|FILE", default=None, help="SQLAlchemy URL (default: the embedded SQLite file)"
     )
     parser.set_defaults(run=run)
 
 
 def points(db: str | None, operator: str | None, repository: str | None) -> list[TrendPoint]:
-    history = History.open(db)
+    history = History.open(db, read_only=True)
     try:
         return history.trend_points(repository=repository, operator=operator)
     finally:
@@ -71,7 +71,14 @@ def run(args: argparse.Namespace) -> int:
             for p in pts
         ]  # fmt: skip
         columns = ["started", "commit", "PR", "trigger", "side", "GPU", "status", "median", "95% CI"]
-        console.err.print(console.table(f"{args.operator}: {len(pts)} measurements", columns, rows))
+        console.err.print(
+            console.table(
+                f"{args.operator}: {len(pts)} measurements",
+                columns,
+                rows,
+                optional=("95% CI", "GPU", "trigger", "PR"),
+            )
+        )
         return 0
     rows = [
         [r["repository"], r["operator"], r["gpu"] or "—", (r["fingerprint"] or "—")[:8], str(r["measurements"]),
@@ -89,5 +96,12 @@ def run(args: argparse.Namespace) -> int:
         "latest",
         "best",
     ]
-    console.err.print(console.table("operators in the history", columns, rows))
+    console.err.print(
+        console.table(
+            "operators in the history",
+            columns,
+            rows,
+            optional=("fingerprint", "commits", "repository", "GPU"),
+        )
+    )
     return 0

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--repository", metavar="OWNER/NAME",
                      help="default: $GITHUB_REPOSITORY, else the report's project name")  # fmt: skip
     cmd.add_argument(
-        "--db", metavar="URL", default=None, help="SQLAlchemy URL (default: the embedded SQLite file)"
+        "--db", metavar="URL|FILE", default=None, help="SQLAlchemy URL (default: the embedded SQLite file)"
     )
     parser.set_defaults(run=run)
 

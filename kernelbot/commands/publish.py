@@ -20,8 +20,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--payload", type=Path, help="payload.json written by `kernelbot action --no-publish`"
     )
-    parser.add_argument("--db", metavar="URL", help="history database URL (with --run-id)")
-    parser.add_argument("--pr", type=int, help="pull request number (default: the one stored with the run)")
+    parser.add_argument("--db", metavar="URL|FILE", help="history database URL (with --run-id)")
+    parser.add_argument(
+        "--pr",
+        type=int,
+        help="pull request number (with --run-id: default the stored one; with --payload: the pinned one)",
+    )
+    parser.add_argument(
+        "--head-sha", help="with --payload: the head commit the trusted job pinned (the payload must match)"
+    )
     parser.add_argument("--fail-on-regression", action="store_true", help="a regression fails the check run")
     parser.set_defaults(run=run)
 
@@ -29,12 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _from_run(args: argparse.Namespace, env: Mapping[str, str]) -> Payload:
     from kernelbot.action import review_from_record
 
-    history = History.open(args.db)
+    history = History.open(args.db, read_only=True)
     try:
         record = history.get_run(args.run_id)
     finally:
         history.close()
-    review, summary = review_from_record(args.run_id, record)
+    if record.report is not None:  # the result as the run wrote it: the same comment as the original
+        review, summary = {**record.report, "run_id": args.run_id}, str(record.report["summary"])
+    else:  # a run stored before reports were kept (schema 0002): rebuilt from its rows
+        review, summary = review_from_record(args.run_id, record)
     payload, _ = build_payload(
         review,
         summary,
@@ -46,22 +56,53 @@ def _from_run(args: argparse.Namespace, env: Mapping[str, str]) -> Payload:
     return payload
 
 
-def _check_against_event(payload: Payload, env: Mapping[str, str]) -> None:
-    """The payload came from a job that ran PR code: it may only post to the PR and commit of this event."""
-    if not env.get("GITHUB_EVENT_PATH"):
-        return
-    event = Event.from_env(env).payload
-    pr = (event.get("pull_request") or event.get("issue") or {}).get("number")
+def _pinned(
+    args: argparse.Namespace, env: Mapping[str, str]
+) -> tuple[str, int | None, str | None, int | None]:
+    """(repository, PR, head SHA, comment id) this job may post for: the workflow's own repository, and the
+    PR and head that the trusted job pinned (--pr, --head-sha) or that the event itself names.
+
+    A pinned value and the event's must agree; an event that names no head (issue_comment,
+    workflow_dispatch, ...) needs --head-sha from the job that accepted the trigger.
+    """
+    repository = env.get("GITHUB_REPOSITORY") or ""
+    event = Event.from_env(env).payload if env.get("GITHUB_EVENT_PATH") else {}
+    named = (event.get("repository") or {}).get("full_name")
+    if named and repository and named != repository:
+        raise UsageError(f"the event is for {named}, but this workflow runs in {repository}")
+    pr_event = (event.get("pull_request") or event.get("issue") or {}).get("number")
+    head_event = ((event.get("pull_request") or {}).get("head") or {}).get("sha")
+    pr, head = args.pr, args.head_sha
+    if pr is not None and pr_event is not None and pr != pr_event:
+        raise UsageError(f"--pr {pr} is not this event's pull request (#{pr_event})")
+    if head is not None and head_event is not None and head != head_event:
+        raise UsageError(f"--head-sha {head[:12]} is not this event's head ({head_event[:12]})")
+    comment = (event.get("comment") or {}).get("id")
+    return repository, pr if pr is not None else pr_event, head or head_event, comment
+
+
+def check_payload(payload: Payload, args: argparse.Namespace, env: Mapping[str, str]) -> None:
+    """The payload came from a job that ran PR code: it is data, and it may only post to the repository,
+    PR and commit pinned by a trusted job. On every event type; a mismatch posts nothing."""
+    repository, pr, head, comment = _pinned(args, env)
+    in_actions = bool(env.get("GITHUB_EVENT_PATH"))
+    if in_actions and (pr is None or head is None):
+        raise UsageError(
+            "refused: nothing pins the pull request and head this payload may post to; "
+            "pass --pr and --head-sha from the job that accepted the trigger"
+        )
+    if repository and payload.repository != repository:
+        raise UsageError(
+            f"refused: the payload is for {payload.repository[:100]!r}, but this is {repository}"
+        )
     if pr is not None and payload.pr != pr:
-        raise UsageError(f"the payload is for pull request #{payload.pr}, but this event is for #{pr}")
-    head = ((event.get("pull_request") or {}).get("head") or {}).get("sha")
+        raise UsageError(f"refused: the payload is for pull request #{payload.pr}, but #{pr} was pinned")
     if head is not None and payload.head_sha != head:
         raise UsageError(
-            f"the payload is for commit {payload.head_sha[:12]}, but this event is for {head[:12]}"
+            f"refused: the payload is for commit {str(payload.head_sha)[:12]}, but {head[:12]} was pinned"
         )
-    comment = (event.get("comment") or {}).get("id")
     if payload.comment_id is not None and payload.comment_id != comment:
-        raise UsageError("the payload reacts to a comment that did not start this workflow")
+        raise UsageError("refused: the payload reacts to a comment that did not start this workflow")
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
@@ -71,7 +112,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
             payload = Payload.from_json(json.loads(args.payload.read_text()))
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read {args.payload}: {type(exc).__name__}") from None
-        _check_against_event(payload, env)
+        check_payload(payload, args, env)
     else:
         payload = _from_run(args, env)
     if payload.pr is None:

@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     kinds = parser.add_subparsers(dest="report_kind", metavar="{weekly}", required=True)
     cmd = kinds.add_parser("weekly", help="the week's trends, steps, speedups and failures")
     cmd.add_argument(
-        "--since", metavar="DATE", help="first day of the week (YYYY-MM-DD, UTC); default: 7 days ago"
+        "--since",
+        metavar="DATE",
+        help="first day of the week (YYYY-MM-DD, UTC); default: the seven days that end now",
     )
     cmd.add_argument(
         "--weeks", type=int, default=8, metavar="N", help="weeks of history to chart (default 8)"
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("--out", type=Path, default=Path("kernelbot-out/weekly"), metavar="DIR",
                      help="where report.md and report.html go (default ./kernelbot-out/weekly, inside the action's artifact)")  # fmt: skip
     cmd.add_argument(
-        "--db", metavar="URL", default=None, help="SQLAlchemy URL (default: the embedded SQLite file)"
+        "--db", metavar="URL|FILE", default=None, help="SQLAlchemy URL (default: the embedded SQLite file)"
     )
     cmd.add_argument("--post", action="store_true", help="create or update the week's report issue on GitHub")
     cmd.add_argument("--artifact-url", metavar="URL", help="link to the HTML page in the issue (with --post)")
@@ -48,7 +50,7 @@ def write(db: str | None, since: datetime | None, weeks: int, out: Path) -> week
     """Build the report from the database and write report.md and report.html into `out`."""
     if weeks < 1:
         raise UsageError(f"--weeks {weeks}: chart at least 1 week")
-    history = History.open(db)
+    history = History.open(db, read_only=True)
     try:
         built = weekly.build(history, since, weeks)
     finally:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
+import signal
 from pathlib import Path
 
 from kernelbot import console
-from kernelbot.agents.endpoint import endpoint_from
-from kernelbot.agents.rules import load_rules, rewrites_for
-from kernelbot.agents.search import SearchAgent
-from kernelbot.commands.optimize import add_llm_arguments, llm_agent
-from kernelbot.config import Config, load_config
-from kernelbot.fingerprint import Fingerprint, choose_device, collect
-from kernelbot.gitrepo import toplevel
-from kernelbot.optimize import OptimizeResult, optimize_operator
-from kernelbot.review import Optimizer, ReviewResult, run_review
-from kernelbot.spec import OperatorSpec
+from kernelbot.commands.agent_args import add_llm_arguments, add_time_argument, agent_choice
+from kernelbot.config import load_config
+from kernelbot.fingerprint import choose_device, collect
+from kernelbot.gitrepo import toplevel, work_dir
+from kernelbot.optimizers import check_endpoint, make_optimizer
+from kernelbot.review import OperatorResult, ReviewResult, run_review
 from kernelbot.store import store_review
 
 
@@ -34,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, help="write the PR comment (Markdown) here")
     parser.add_argument("--json", metavar="FILE|-", help="write the JSON result to FILE, or stdout with -")
     parser.add_argument(
-        "--db", metavar="URL", help="history database URL (default: SQLite in the user data directory)"
+        "--db", metavar="URL|FILE", help="history database URL (default: SQLite in the user data directory)"
     )
     parser.add_argument(
         "--fail-on-regression",
@@ -55,17 +51,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--candidates-dir",
         type=Path,
-        help="where the agent writes candidates (default: .kernelbot/candidates)",
+        help="where the agent writes candidates/ and the winners' drop-in files (default: .kernelbot)",
+    )
+    add_time_argument(
+        parser,
+        "wall-clock budget of the whole run, shared by every operator (default: harness.run_time_s, 540)",
     )
     add_llm_arguments(parser)
     parser.set_defaults(run=run)
 
 
+def _verdict(op: OperatorResult) -> str:
+    """The comment's words: "new" for an added operator, "no change" rather than the JSON's no_change."""
+    if op.verdict:
+        return op.verdict.replace("_", " ")
+    return "new" if op.change == "added" else "not measured" if op.stopped_by else "—"
+
+
 def render(review: ReviewResult) -> None:
-    rows = []
+    """The comment's table at the terminal's width; candidates' names and errors as lines below it."""
+    rows, notes = [], []
     for op in review.operators:
         base = op.base.timing.median_ms if op.base and op.base.timing else None
         head = op.head.timing.median_ms if op.head and op.head.timing else None
+        best = op.best_candidate or {}
         rows.append(
             [
                 op.name,
@@ -74,64 +83,46 @@ def render(review: ReviewResult) -> None:
                 console.fmt_ms(head),
                 console.fmt_pct(op.ratio),
                 "—" if op.p_value is None else f"{op.p_value:.2g}",
-                op.verdict or "—",
-                op.error or "",
+                _verdict(op),
+                console.fmt_ratio(best.get("speedup_vs_eager")),
+                console.fmt_ratio(best.get("speedup_vs_compile")),
+                str(best["reward"]) if best else "—",
             ]
         )
+        name = console.escape(op.name)  # names, origins and errors are the PR's text: never rich markup
+        if best:
+            notes.append(
+                f"{name}: best candidate [bold]{console.escape(str(best['origin']))}[/bold], "
+                f"{console.fmt_ratio(best.get('speedup_vs_eager'))} vs eager, "
+                f"{console.fmt_ratio(best.get('speedup_vs_compile'))} vs torch.compile, reward {best['reward']}"
+            )
+        notes += [f"{name}: {console.escape(note)}" for note in op.notes]
+        if op.error:
+            notes.append(f"{name}: [red]{console.escape(op.error)}[/red]")
     console.err.print(
         console.table(
             f"kernelbot review {review.base[:10]}..{review.head[:10]}: {review.summary()}",
-            ["operator", "change", "base", "head", "Δ", "p", "verdict", "error"],
+            ["operator", "change", "base", "head", "Δ", "p", "verdict", "vs eager", "vs compile", "reward"],
             rows,
+            optional=("p", "vs compile", "change", "vs eager"),
         )
     )
-
-
-def _search_optimizer(fingerprint: Fingerprint, out_dir: Path) -> Optimizer:
-    rules = load_rules()
-    rewrites = rewrites_for(rules)
-
-    def optimizer(spec: OperatorSpec, root: Path, cfg: Config) -> OptimizeResult:
-        return optimize_operator(
-            spec, root, cfg, fingerprint, SearchAgent(rules), out_dir=out_dir, rules_for_analysis=rewrites
-        )
-
-    return optimizer
-
-
-def _llm_optimizer(args: argparse.Namespace, fingerprint: Fingerprint, out_dir: Path) -> Optimizer:
-    """A fresh model agent per operator; money and tokens shared over the run (agent.run_max_cost_usd)."""
-    from kernelbot.agents.endpoint import RunBudget
-
-    budget: RunBudget | None = None
-
-    def optimizer(spec: OperatorSpec, root: Path, cfg: Config) -> OptimizeResult:
-        nonlocal budget
-        if budget is None:
-            budget = RunBudget(max_cost_usd=cfg.agent.run_max_cost_usd)
-        work = out_dir / "agent" / spec.name.replace("/", "_")
-        agent = llm_agent(args, cfg, fingerprint, work, run_budget=budget)
-        return optimize_operator(spec, root, cfg, fingerprint, agent, out_dir=out_dir)
-
-    return optimizer
+    for note in notes:
+        console.err.print(note, highlight=False)
 
 
 def run(args: argparse.Namespace) -> int:
     repo = toplevel(args.repo)
-    # The working tree's config picks the device and database; each side's own config drives measurement.
+    # The working tree's config picks the device and database; the gates (thresholds, precision, harness)
+    # are the base revision's, whatever the head's config says (run_review), and operators are the head's.
     config = load_config(repo)
     fingerprint = collect(choose_device(args.device, config.device))
     optimizer = None
     args.agent = args.agent or config.agent.kind
-    if args.agent == "search":
-        optimizer = _search_optimizer(fingerprint, args.candidates_dir or repo / ".kernelbot" / "candidates")
-    elif args.agent == "llm":
-        endpoint_from(
-            config.agent, os.environ, model=args.model, api_base=args.api_base
-        )  # fail before timing
-        optimizer = _llm_optimizer(
-            args, fingerprint, args.candidates_dir or repo / ".kernelbot" / "candidates"
-        )
+    if args.agent in ("search", "llm"):
+        choice = agent_choice(args, args.agent)
+        check_endpoint(choice, config)  # a model agent that cannot run fails before any timing
+        optimizer = make_optimizer(choice, fingerprint, args.candidates_dir or work_dir(repo))
     with console.progress() as step:
         review = run_review(
             repo,
@@ -141,18 +132,21 @@ def run(args: argparse.Namespace) -> int:
             measure_cosmetic=args.include_cosmetic,
             all_operators=args.all_operators,
             optimizer=optimizer,
+            time_s=args.time_s,
             progress=step,
         )
         step("storing the run in the history database")
         _, problem = store_review(
-            review, args.db or config.database, trigger="local", fallback_dir=repo / ".kernelbot"
+            review, args.db or config.database, trigger="local", fallback_dir=work_dir(repo)
         )
     for warning in review.warnings + ([problem] if problem else []):
-        console.err.print(f"[yellow]warning:[/yellow] {warning}")
+        console.err.print(f"[yellow]warning:[/yellow] {console.escape(warning)}")
     render(review)
     if args.out:
         args.out.write_text(review.markdown())
     console.write_json(review.to_json(), args.json)
+    if review.interrupted is not None:  # stored and written: now end as the signal asked
+        return 128 + signal.Signals[review.interrupted]
     if args.fail_on_regression and (review.regressions or review.broken_at_head):
         return 1
     return 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelbot.harness import stop
 from kernelbot.harness.results import Evaluation, Timing
 from kernelbot.harness.sandbox import Sandbox, SandboxFailure
 from kernelbot.harness.staticcheck import scan
@@ -14,7 +16,7 @@ from kernelbot.harness.staticcheck import scan
 
 @dataclass(frozen=True)
 class Settings:
-    timeout_s: float = 300.0  # per request to the worker (load, check, or one timing run)
+    timeout_s: float = 300.0  # per request to the judge (load, check, or one timing run)
     seeds: int = 5  # fresh input sets for the correctness check
     min_samples: int = 10
     max_samples: int = 200
@@ -22,6 +24,13 @@ class Settings:
     time_budget_s: float = 5.0
     memory_limit_mb: int = 16384
     cache_dir: Path | None = None  # torch.compile / Triton caches, per fingerprint
+    sandbox: str = (
+        "bwrap"  # the OS sandbox of untrusted code (jail.py): "bwrap", or "none" (explicit opt-out)
+    )
+    deadline: float | None = None  # time.monotonic() past which no request runs (the run's --time)
+
+
+OUT_OF_TIME = "stopped: the run's time limit (--time) ran out"
 
 
 class Handle:
@@ -47,19 +56,38 @@ class Handle:
             if findings:  # caught before any of its code runs
                 self.failure = Evaluation(subject, "rejected", "static check: " + findings)
                 return
+        # Absolute paths: the jail starts in its private /tmp, not in our working directory.
+        job = {**job, "root": str(Path(job["root"]).resolve())}
+        candidate = str(Path(candidate).resolve()) if candidate is not None else None
+        readable = [Path(job["root"])] + ([Path(candidate)] if candidate is not None else [])
         self.sandbox = Sandbox(
-            device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir
+            device=job["device"],
+            memory_limit_mb=settings.memory_limit_mb,
+            cache_dir=settings.cache_dir,
+            readable=readable,
+            mode=settings.sandbox,
+            untrusted_cache=subject == "candidate",
         )
         load = {**job, "subject": subject, "candidate": candidate, "compile_mode": compile_mode}
         self._ask({"cmd": "load", "job": load})
 
     def _ask(self, command: dict[str, Any]) -> dict[str, Any] | None:
+        stop.check()  # a stop swallowed while a sandbox started
         if self.failure is not None or self.sandbox is None:
             return None
+        timeout_s = self.settings.timeout_s
+        if self.settings.deadline is not None:
+            left = self.settings.deadline - time.monotonic()
+            if left <= 0:
+                self.failure = Evaluation(self.subject, "timeout", OUT_OF_TIME)
+                self.sandbox.kill()
+                return None
+            timeout_s = min(timeout_s, left)
         try:
-            answer = self.sandbox.request(command, self.settings.timeout_s)
+            answer = self.sandbox.request(command, timeout_s)
         except SandboxFailure as exc:
-            self.failure = Evaluation(self.subject, exc.status, exc.reason)
+            by_deadline = exc.status == "timeout" and timeout_s < self.settings.timeout_s
+            self.failure = Evaluation(self.subject, exc.status, OUT_OF_TIME if by_deadline else exc.reason)
             self.sandbox.kill()
             return None
         if not answer.get("ok"):
@@ -69,6 +97,8 @@ class Handle:
                 answer.get("reason", ""),
                 answer.get("max_abs_err"),
                 answer.get("max_rel_err"),
+                answer.get("fp64_err"),
+                answer.get("fp64_ref_err"),
             )
             self.sandbox.kill()
             return None
@@ -165,6 +195,9 @@ def evaluate(
             "ok",
             max_abs_err=checked["max_abs_err"],
             max_rel_err=checked["max_rel_err"],
+            fp64_err=checked["fp64_err"],
+            fp64_ref_err=checked["fp64_ref_err"],
+            by_fp64=checked["by_fp64"],
             degenerate=checked["degenerate"],
             cases=checked["cases"],
         )

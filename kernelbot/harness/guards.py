@@ -1,4 +1,4 @@
-"""Worker side: what untrusted code must leave as it found it (timers, sync, precision flags, threads)."""
+"""Subject side: what untrusted code must leave as it found it (timers, sync, precision flags, threads)."""
 
 from __future__ import annotations
 

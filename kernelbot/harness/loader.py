@@ -1,4 +1,4 @@
-"""Worker side: turn a job description into callables (reference, subject) and an input factory."""
+"""Sandbox side (judge and subject): turn a job description into callables (reference, subject) and an input factory."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The result channel between the parent and a sandbox worker: length-framed JSON with an HMAC tag.
+"""The result channel between the parent and the judge process: length-framed JSON with an HMAC tag.
 
-The worker gets the key over a private pipe that it reads and closes before any candidate code is
-imported; the candidate's stdout/stderr are never parsed, so printing a fake result achieves nothing,
-and a message without the right tag is treated as forgery.
+The judge gets the key over a private pipe that it reads and closes before the operator is imported; the
+subject process never has it. Neither process's stdout/stderr is parsed, so printing a fake result achieves
+nothing, and a message without the right tag is treated as forgery.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import struct
 import time
 from typing import Any
 
-# The reason the worker gives when most GPU samples ran far past their event time (worker.py); the pipeline
+# The reason the judge gives when most GPU samples ran far past their event time (worker.py); the pipeline
 # recognises it on the operator's own samples, where it means a shared GPU more often than a trick.
 HIDDEN_WORK = "the wall time far exceeded the GPU time of the timed stream"
 

@@ -12,7 +12,9 @@ SCHEMA_VERSION = 1  # bump when a field changes meaning; stored with every JSON 
 # Bump when what a timing means changes (harness/timing.py, worker.py): cached baselines of another protocol
 # are measured again. 2: calls run without autograd, as they are checked (1 timed them recording autograd).
 # 3: a GPU sample counts at least its wall time less the host latency (timing.counted_ms).
-TIMING_PROTOCOL = 3
+# 4: samples taken by the judge process, each bounded by its own clock (judge.py); inputs permuted per sample.
+# 5: the judge's clock bounds batch medians past a busy floor (judge.bound); a CPU sample may hold 10k calls.
+TIMING_PROTOCOL = 5
 
 STATUSES = ("ok", "incorrect", "crashed", "timeout", "build_error", "rejected")
 
@@ -76,6 +78,11 @@ class Evaluation:
     reason: str = ""  # why it is not ok, in words a kernel author can act on
     max_abs_err: float | None = None  # against the reference, over all seeds and cases
     max_rel_err: float | None = None
+    # RMS errors against a float64 run of the reference: the subject's and the float32 reference's own
+    # (compare.fp64_rule); by_fp64: it passed by that rule where the elementwise tolerance rejected it
+    fp64_err: float | None = None
+    fp64_ref_err: float | None = None
+    by_fp64: bool = False
     timing: Timing | None = None
     degenerate: bool = False  # outputs did not depend on the seed (the operator cannot be checked)
     cases: list[str] = field(default_factory=list)  # the input cases checked
@@ -85,12 +92,23 @@ class Evaluation:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def fp64_ratio(self) -> float | None:
+        """How many times the float32 reference's error against float64 this subject's is."""
+        if self.fp64_err is None or not self.fp64_ref_err:
+            return None
+        return self.fp64_err / self.fp64_ref_err
+
     def public(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "reason": self.reason,
             "max_abs_err": self.max_abs_err,
             "max_rel_err": self.max_rel_err,
+            "fp64_err": self.fp64_err,
+            "fp64_ref_err": self.fp64_ref_err,
+            "fp64_ratio": self.fp64_ratio,
+            "by_fp64": self.by_fp64,
             "timing": self.timing.public() if self.timing else None,
         }
 

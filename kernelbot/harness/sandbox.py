@@ -1,8 +1,10 @@
-"""Parent side: one fresh worker process per evaluation, with a time limit and a private result channel."""
+"""Parent side: a judge and a subject process per evaluation, each jailed, with a time limit and a private
+result channel from the judge (the subject has none)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -15,11 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelbot.harness import jail
 from kernelbot.harness.protocol import ChannelError, open_sealed, read_frame
 
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
-# Secrets never reach untrusted code: any variable whose name looks like one is dropped.
-_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL")
+MAX_FILE_BYTES = 256 << 20
 
 
 class SandboxFailure(Exception):
@@ -31,21 +32,56 @@ class SandboxFailure(Exception):
 
 
 def worker_env(cache_dir: Path | None, device: str = "cpu") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
+    """The environment of a process that runs untrusted code: an allow-list (jail.environment), plus ours."""
+    extra = {"PYTHONPATH": str(jail.PACKAGE_DIR.parent), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
     if device == "cpu":
         # One thread: on a shared 2-core CI box, idle OpenMP spinners of the other side's process would
         # otherwise dominate the noise; single-threaded CPU timings compare base and head fairly.
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
-    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no compile-worker pool: a child process is a red flag
+        extra["OMP_NUM_THREADS"] = extra["MKL_NUM_THREADS"] = "1"
+    extra["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no compile-worker pool: a child process is a red flag
     if cache_dir is not None:
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
-        env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
-    return env
+        extra["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
+        extra["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
+        extra["CUPY_CACHE_DIR"] = str(cache_dir / "cupy")
+    return jail.environment(extra)
+
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def launch(
+    argv: list[str],
+    *,
+    mode: str,
+    env: dict[str, str],
+    readable: list[Path],
+    writable: list[Path],
+    pass_fds: tuple[int, ...] = (),
+    memory_limit_bytes: int | None = None,
+    **popen: Any,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` (untrusted code) in the OS sandbox of `mode` (jail.py), in a process group of its own."""
+    jail.require(mode)
+    if mode == "bwrap":
+        argv = jail.bwrap_command(argv, readable=readable, writable=writable, env=env)
+
+    def preexec() -> None:
+        # Killed when the run dies, however it dies (bubblewrap does the same again for its child).
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if memory_limit_bytes is not None:  # CUDA reserves huge virtual ranges: CPU runs only
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+        # No file it writes (its log on the runner's disk, a cache entry) grows past this: a flood dies of SIGXFSZ.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+
+    return subprocess.Popen(
+        argv, env=env, pass_fds=pass_fds, start_new_session=True, preexec_fn=preexec, **popen
+    )
 
 
 def _signal_reason(returncode: int) -> str:
+    if 128 < returncode < 128 + signal.NSIG:  # bubblewrap passes a signal death on as 128 + the signal
+        returncode = 128 - returncode
     if returncode < 0:
         sig = signal.Signals(-returncode)
         hints = {
@@ -60,31 +96,71 @@ def _signal_reason(returncode: int) -> str:
 
 
 class Sandbox:
-    """A worker process: `request` sends one command and waits for its sealed answer."""
+    """A judge process and a subject process, each jailed: `request` sends one command to the judge and
+    waits for its sealed answer. The subject (operator, baseline or candidate) talks only to the judge."""
 
-    def __init__(self, *, device: str, memory_limit_mb: int, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        device: str,
+        memory_limit_mb: int,
+        cache_dir: Path | None = None,
+        readable: list[Path] = (),  # type: ignore[assignment]
+        mode: str = "bwrap",
+        untrusted_cache: bool = False,
+    ) -> None:
+        jail.require(mode)  # before anything is opened: nothing to leak when it refuses
         self.key = secrets.token_bytes(32)
         key_r, key_w = os.pipe()
         self._result_r, result_w = os.pipe()
+        to_subject_r, to_subject_w = os.pipe()
+        from_subject_r, from_subject_w = os.pipe()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox; closed in close())
+        self._subject_log = tempfile.TemporaryFile()  # noqa: SIM115 (likewise)
         limit = memory_limit_mb * 1024 * 1024 if device == "cpu" else None
 
-        def preexec() -> None:
-            if limit is not None:  # CUDA reserves huge virtual ranges, so the cap is for CPU runs only
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        def jailed(caches: Path | None) -> dict[str, Any]:
+            writable = [caches] if caches is not None else []
+            env = worker_env(caches, device)
+            return {"mode": mode, "env": env, "readable": list(readable), "writable": writable}
 
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelbot.harness.worker", str(key_r), str(result_w)],
-            stdin=subprocess.PIPE,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            pass_fds=(key_r, result_w),
-            env=worker_env(cache_dir, device),
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
-        os.close(key_r)
-        os.close(result_w)
+        # A candidate writes compiler caches of its own: it cannot plant a kernel for a baseline's build, nor
+        # for the judge's reference, which keeps to the trusted caches.
+        subject_caches = cache_dir / "candidate" if cache_dir is not None and untrusted_cache else cache_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        try:
+            self.subject = launch(
+                [
+                    sys.executable,
+                    "-m",
+                    "kernelbot.harness.worker",
+                    str(to_subject_r),
+                    str(from_subject_w),
+                    device,
+                ],
+                pass_fds=(to_subject_r, from_subject_w),
+                memory_limit_bytes=limit,
+                stdin=subprocess.DEVNULL,
+                stdout=self._subject_log,
+                stderr=subprocess.STDOUT,
+                **jailed(subject_caches),
+            )
+            self.procs.append(self.subject)
+            argv = [sys.executable, "-m", "kernelbot.harness.judge"]
+            fds = (key_r, result_w, to_subject_w, from_subject_r)
+            self.proc = launch(
+                [*argv, *(str(fd) for fd in fds), device],
+                pass_fds=fds,
+                memory_limit_bytes=limit,
+                stdin=subprocess.PIPE,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                **jailed(cache_dir),
+            )
+            self.procs.append(self.proc)
+        finally:
+            for fd in (key_r, result_w, to_subject_r, to_subject_w, from_subject_r, from_subject_w):
+                os.close(fd)
         os.write(key_w, self.key)
         os.close(key_w)
 
@@ -97,7 +173,7 @@ class Sandbox:
             pass  # the process is gone; the read below classifies why
         deadline = time.monotonic() + timeout_s
         try:
-            return open_sealed(self.key, read_frame(self._result_r, deadline))
+            answer = open_sealed(self.key, read_frame(self._result_r, deadline))
         except TimeoutError:
             self.kill()
             raise SandboxFailure(
@@ -109,21 +185,32 @@ class Sandbox:
                     self.proc.wait(timeout=5)
                 if self.proc.poll() is not None:
                     raise SandboxFailure(
-                        "crashed", _signal_reason(self.proc.returncode) + self.log_tail()
+                        "crashed", _signal_reason(self.proc.returncode) + self.log_tail(self._log)
                     ) from None
             self.kill()
             raise SandboxFailure("rejected", f"anti-hack check: {exc}") from None
+        if answer.pop("subject_gone", False):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.subject.wait(timeout=5)
+            code = self.subject.poll()
+            why = _signal_reason(code) if code is not None else "the subject process stopped answering"
+            answer["reason"] = why + self.log_tail(self._subject_log)
+        return answer
 
-    def log_tail(self, lines: int = 6) -> str:
-        self._log.seek(0)
-        text = self._log.read()[-4000:].decode(errors="replace").strip().splitlines()[-lines:]
-        return (": " + " | ".join(line.strip() for line in text if line.strip())) if text else ""
+    @staticmethod
+    def log_tail(log: Any, lines: int = 6) -> str:
+        log.seek(0)
+        text = log.read()[-4000:].decode(errors="replace").strip().splitlines()[-lines:]
+        shown = " | ".join(line.strip() for line in text if line.strip())
+        return f"; it printed last: {shown}" if shown else ""
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        """Both processes and all they started: killing a jail's first process ends its PID namespace."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -132,6 +219,7 @@ class Sandbox:
         self.kill()
         os.close(self._result_r)
         self._log.close()
+        self._subject_log.close()
 
     def __enter__(self) -> Sandbox:
         return self

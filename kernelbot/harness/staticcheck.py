@@ -4,9 +4,13 @@ The runtime guards (guards.py) see only what a candidate leaves behind; this sca
 threads, side streams, tensor subclasses, introspection that could reach the harness's key or channel.
 It runs before the sandbox is spawned, on the text alone, and never imports or executes the candidate.
 
-NOTE: names are resolved through the file's own imports (`import torch.cuda as tc`, `from os import write`),
-so an alias is no hiding place; strings built at run time are, which is why dynamic imports, `eval`/`exec`
-and `getattr` on modules with a computed name are findings of their own.
+NOTE: names are resolved through the file's own imports (`import torch.cuda as tc`, `from os import write`,
+`from os import *`), so an alias is no hiding place; strings built at run time are, which is why dynamic
+imports, `eval`/`exec`, `getattr` or a namespace lookup (`vars(m)[k]`, `m.__dict__[k]`) on a module with a
+computed name, and a guarded module passed around as a value are findings of their own. Strings are folded
+(concatenation, joins, formatting, chr(), decoding of literals) before they are judged, so `"tb_" + "frame"`
+reads as "tb_frame"; text built from what the source does not hold (input, arithmetic on data) stays unknown.
+This scan is a first filter only: the runtime audit hooks and the OS sandbox are the defence it cannot be.
 """
 
 from __future__ import annotations
@@ -55,6 +59,12 @@ _FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "os.kill",
             "os.killpg",
             "os.setsid",
+            "os.setpgrp",
+            "os.setpgid",
+            "os.register_at_fork",
+            "os.startfile",
+            "posix",  # os's C module (fork, system, kill under their own names)
+            "nt",
             "torch.jit.fork",
             "torch.jit.wait",
             "torch.jit._fork",
@@ -111,12 +121,39 @@ _FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "sys.addaudithook",
             "sys.meta_path",
             "sys.path_hooks",
+            "sys.orig_argv",
+            "sys.__stdin__",
+            "sys.monitoring",
+            "sys.remote_exec",
+            "sys._current_exceptions",
+            "sys.exc_info",
+            "sys.exception",
+            "sys.last_traceback",
+            "sys.last_exc",
+            "sys.last_value",
             "os.write",
+            "os.writev",
+            "os.pwrite",
+            "os.pwritev",
+            "os.sendfile",
+            "os.splice",
+            "os.copy_file_range",
             "os.read",
+            "os.readv",
+            "os.pread",
+            "os.preadv",
+            "os.open",
+            "os.openpty",
             "os.dup",
             "os.dup2",
             "os.fdopen",
             "os.pipe",
+            "os.set_inheritable",
+            "fcntl",
+            "faulthandler",
+            "pdb",
+            "bdb",
+            "numpy.ctypeslib",
             "traceback.walk_stack",
             "traceback.walk_tb",
             "__main__",
@@ -144,7 +181,24 @@ _FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "harness-access": (("kernelbot",), "candidate code must not read or import the harness that judges it"),
     "dynamic-code": (
-        ("eval", "exec", "compile", "__import__", "importlib", "runpy", "builtins", "__builtins__"),
+        (
+            "eval",
+            "exec",
+            "compile",
+            "__import__",
+            "__loader__",
+            "__spec__",
+            "importlib",
+            "runpy",
+            "builtins",
+            "__builtins__",
+            "pickle",  # unpickling runs the callables named in its bytes (os.system among them)
+            "marshal",
+            "shelve",
+            "copyreg",
+            "dill",
+            "cloudpickle",
+        ),
         "code built at run time hides from this scan",
     ),
 }
@@ -157,15 +211,172 @@ _INTROSPECTIVE_ATTRS = frozenset(
         "__code__",
         "__subclasses__",
         "__builtins__",
+        "__self__",  # a builtin's __self__ is the builtins module (and so __import__)
+        "__traceback__",
         "f_back",
         "f_locals",
         "f_globals",
+        "f_builtins",
         "tb_frame",
         "gi_frame",
         "cr_frame",
         "ag_frame",
     }
 )
+# Attributes that load code by name, whatever object they are read from.
+_IMPORT_ATTRS = frozenset({"__import__", "__loader__"})
+# Names spelt as strings: a getattr, a namespace lookup or an importer elsewhere turns them back into code, and
+# building them at run time is the way past the checks above, so the text itself is the finding. Only words no
+# honest kernel spells as a whole string are here (not "eval", "stack", "trace" or "compile", which are).
+_FORBIDDEN_STRINGS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            *_INTROSPECTIVE_ATTRS,
+            "_getframe",
+            "_current_frames",
+            "_current_exceptions",
+            "settrace",
+            "setprofile",
+            "addaudithook",
+            "walk_stack",
+            "walk_tb",
+            "get_objects",
+            "get_referrers",
+            "get_referents",
+            "currentframe",
+            "getouterframes",
+            "getinnerframes",
+            "exc_info",
+            "ctypes",
+            "_ctypes",
+        ),
+        "introspection",
+    ),
+    **dict.fromkeys(
+        (
+            "fork",
+            "forkpty",
+            "setsid",
+            "setpgrp",
+            "system",
+            "popen",
+            "posix_spawn",
+            "posix_spawnp",
+            "execv",
+            "execve",
+            "execvp",
+            "execl",
+            "execlp",
+            "spawnv",
+            "spawnl",
+            "kill",
+            "killpg",
+            "register_at_fork",
+            "start_new_thread",
+            "subprocess",
+            "_posixsubprocess",
+            "threading",
+            "_thread",
+            "multiprocessing",
+            "_multiprocessing",
+            "posix",
+        ),
+        "concurrency",
+    ),
+    **dict.fromkeys(("socket", "_socket"), "network"),
+    **dict.fromkeys(
+        ("__import__", "__loader__", "import_module", "importlib", "_frozen_importlib", "_imp", "builtins"),
+        "dynamic-code",
+    ),
+}
+# Text that names a path into this process's descriptors or memory (/dev/fd/N is /proc/self/fd/N).
+_PROCESS_PATHS = ("/proc/", "/dev/fd")
+# A computed attribute name is judged by the text it is built from: one that begins like a frame or dunder
+# attribute (or ends like one) reaches what the literal attribute would, however the rest is spelt.
+_SUSPECT_PREFIX = re.compile(r"^(?:__|tb_|f_|gi_|cr_|ag_)")
+_SUSPECT_SUFFIX = re.compile(r"(?:__|_frame|_back|_globals|_locals|_builtins)$")
+# CPython's C halves of public modules: an import of one is judged as the module it stands for. A top-level
+# module named with a leading underscore that is not listed is refused too: none has an honest use here.
+_PRIVATE_TWINS = {
+    "_socket": "socket",
+    "_ssl": "ssl",
+    "_posixsubprocess": "subprocess",
+    "_thread": "_thread",
+    "_multiprocessing": "multiprocessing",
+    "_posixshmem": "multiprocessing",
+    "_signal": "signal",
+    "_asyncio": "asyncio",
+    "_ctypes": "ctypes",
+    "_pickle": "pickle",
+    "_frozen_importlib": "importlib",
+    "_frozen_importlib_external": "importlib",
+    "_imp": "importlib",
+}
+# Modules whose names, found inside a longer dotted name, are still those modules: `torch.os` is os and
+# `torch.sys.modules` is sys.modules, since a library's module globals are attributes of it.
+_REEXPORTED = frozenset(
+    {
+        "os",
+        "posix",
+        "nt",
+        "sys",
+        "builtins",
+        "subprocess",
+        "socket",
+        "ctypes",
+        "gc",
+        "inspect",
+        "traceback",
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "importlib",
+        "kernelbot",
+    }
+)
+# Namespaces that hold forbidden names, which `from torch import cuda` style aliases may stand for: passed
+# around as a value (an argument, a list item, another name) they would take those names out of sight.
+_GUARDED_NAMESPACES = frozenset(
+    {
+        "os",
+        "sys",
+        "io",
+        "traceback",
+        "time",
+        "torch",
+        "torch.cuda",
+        "torch.jit",
+        "torch.library",
+        "torch.backends",
+        "torch.backends.cuda",
+        "torch.backends.cuda.matmul",
+        "torch.backends.cudnn",
+        "torch.nn",
+        "torch.nn.functional",
+        "torch._C",
+        "torch.utils",
+        "cupy",
+        "cupy.cuda",
+        "numpy",
+    }
+)
+# Calls that open a file by descriptor when handed an int.
+_FD_OPENERS = frozenset({"open", "io.open", "io.FileIO", "os.fdopen", "builtins.open"})
+_ENVIRON = ("os.environ", "os.environb")
+_ENVIRON_WRITERS = frozenset(
+    {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+)
+# The getattr family: (callable, position of the object, position of the name); None: no object argument.
+_NAME_LOOKUPS: dict[str, tuple[int | None, int]] = {
+    "getattr": (0, 1),
+    "setattr": (0, 1),
+    "delattr": (0, 1),
+    "object.__getattribute__": (0, 1),
+    "type.__getattribute__": (0, 1),
+    "operator.attrgetter": (None, 0),
+    "operator.methodcaller": (None, 0),
+}
+_FOLD_LIMIT = 1 << 20  # characters: folding stops (the text is left unknown) past this, so a scan stays cheap
 _DISPATCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 _SUBCLASS_ATTRS = frozenset({"as_subclass", "_make_subclass", "_make_wrapper_subclass"})
 # Wrapping the current stream (torch's) for another library keeps the work where the timer looks.
@@ -199,7 +410,8 @@ _NATIVE_PATTERNS: tuple[tuple[str, str, str], ...] = (
         "native code creates or switches CUDA streams",
     ),
     (
-        r"std::thread|std::async|pthread_create|\bfork\s*\(|\bpopen\s*\(|\bsystem\s*\(",
+        r"std::thread|std::async|pthread_create|\b(?:v?fork|popen|system|execv[pe]*|execl[pe]*|posix_spawnp?|setsid)"
+        r"\s*\(",
         "concurrency",
         "native code starts threads or processes",
     ),
@@ -227,21 +439,59 @@ class _Scanner(ast.NodeVisitor):
         self.findings: list[Finding] = []
         self.docstrings: set[int] = set()  # id() of docstring constants, which name things without using them
         self.exempt: set[int] = set()  # id() of nodes already judged harmless (a wrapped current stream)
+        self.modules: set[str] = set()  # local names bound by `import x` / `import x as y`: modules for sure
+        self.star_modules: list[str] = []  # modules imported with `from m import *`
+        self.bound: set[str] = set()  # every name the file binds itself (which shadows a star import)
+        self.constants: dict[str, ast.expr] = {}  # names bound exactly once, by `name = <expr>`
+        self.bases: set[int] = set()  # id() of expressions only read from or tested (`m.x`, `m is None`)
+        self.folded: dict[int, str | None] = {}
+        self.folding: set[str] = set()  # names being folded now (a cycle folds to unknown)
+        self.too_deep = False  # some text was built through more steps than folding follows
 
     # -- resolution ----------------------------------------------------------------------------
     def collect(self, tree: ast.Module) -> None:
+        stores: dict[str, int] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
                         self.aliases[a.asname] = a.name
+                        self.modules.add(a.asname)
                     else:
                         root = a.name.split(".")[0]
                         self.aliases[root] = root
+                        self.modules.add(root)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     if a.name != "*":
                         self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    else:
+                        self.star_modules.append(node.module)
+            if isinstance(node, ast.Attribute):
+                self.bases.add(id(node.value))
+            elif isinstance(node, ast.Compare):  # `cupy is not None`: tested, not handed on
+                self.bases.update(id(e) for e in (node.left, *node.comparators))
+            elif isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+                self.bases.add(id(node.test))
+            elif isinstance(node, ast.BoolOp):
+                self.bases.update(id(e) for e in node.values)
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                self.bases.add(id(node.operand))
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                stores[node.id] = stores.get(node.id, 0) + 1
+            elif isinstance(node, ast.arg):
+                stores[node.arg] = stores.get(node.arg, 0) + 1
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                stores[node.name] = stores.get(node.name, 0) + 1
+            elif isinstance(node, ast.alias):
+                name = (node.asname or node.name).split(".")[0]
+                stores[name] = stores.get(name, 0) + 1
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                self.constants[node.targets[0].id] = node.value
             if (
                 isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
                 and node.body
@@ -249,6 +499,225 @@ class _Scanner(ast.NodeVisitor):
                 first = node.body[0]
                 if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
                     self.docstrings.add(id(first.value))
+        self.bound = set(stores)
+        self.constants = {k: v for k, v in self.constants.items() if stores.get(k) == 1}
+
+    # -- constant folding ----------------------------------------------------------------------
+    def fold(self, node: ast.expr | None) -> str | None:
+        """The text an expression always evaluates to, where that is knowable from the source alone: constants,
+        names bound once to one, and concatenation, joins, formatting, slicing, chr(), case and decoding of
+        those. None: not knowable (or too long to bother)."""
+        if node is None:
+            return None
+        key = id(node)
+        if key not in self.folded:
+            self.folded[key] = None  # a cycle through this node folds to unknown
+            try:
+                text = self._fold(node)
+            except (ValueError, TypeError, IndexError, KeyError, OverflowError, UnicodeError):
+                text = None
+            except RecursionError:  # a chain of names too long to follow: refused, not passed unread
+                text, self.too_deep = None, True
+            self.folded[key] = text if text is None or len(text) <= _FOLD_LIMIT else None
+        return self.folded[key]
+
+    def _fold(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.Name):
+            value = self.constants.get(node.id)
+            if value is None or node.id in self.folding:
+                return None
+            self.folding.add(node.id)
+            try:
+                return self.fold(value)
+            finally:
+                self.folding.discard(node.id)
+        if isinstance(node, ast.BinOp):
+            left = self.fold(node.left)
+            if left is None:
+                return None
+            if isinstance(node.op, ast.Add):
+                right = self.fold(node.right)
+                return None if right is None else left + right
+            if isinstance(node.op, ast.Mult):
+                times = self.fold_int(node.right)
+                return left * times if times is not None and len(left) * times <= _FOLD_LIMIT else None
+            if isinstance(node.op, ast.Mod) and not re.search(r"%[^a-z%]*[1-9*]", left):
+                items = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+                args = [self.fold(e) for e in items]
+                return None if None in args else left % tuple(args)
+            return None
+        if isinstance(node, ast.JoinedStr):
+            parts = [self.fold_formatted(v) for v in node.values]
+            return None if None in parts else "".join(p for p in parts if p is not None)
+        if isinstance(node, ast.Subscript):
+            base = self.fold(node.value)
+            if base is None:
+                return None
+            if isinstance(node.slice, ast.Slice):
+                bounds = [
+                    self.fold_int(b) if b is not None else None for b in (node.slice.lower, node.slice.upper)
+                ]
+                step = self.fold_int(node.slice.step) if node.slice.step is not None else None
+                return base[bounds[0] : bounds[1] : step]
+            index = self.fold_int(node.slice)
+            return None if index is None else base[index]
+        if isinstance(node, ast.Call):
+            return self.fold_call(node)
+        return None
+
+    def fold_formatted(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.FormattedValue):
+            if node.format_spec is not None:
+                return None
+            text = self.fold(node.value)
+            return repr(text) if text is not None and node.conversion == ord("r") else text
+        return self.fold(node)
+
+    def fold_int(self, node: ast.expr | None) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            value = self.fold_int(node.operand)
+            return None if value is None else -value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
+            left, right = self.fold_int(node.left), self.fold_int(node.right)
+            if left is None or right is None:
+                return None
+            value = left + right if isinstance(node.op, ast.Add) else left - right
+            value = left * right if isinstance(node.op, ast.Mult) else value
+            return value if abs(value) <= _FOLD_LIMIT else None
+        return None
+
+    def fold_items(self, node: ast.expr) -> list[str] | None:
+        """The strings an iterable literal yields: a list/tuple of texts, a text's characters, map(chr, ints)."""
+        if isinstance(node, ast.List | ast.Tuple):
+            texts = [self.fold(e) for e in node.elts]
+            if None in texts:
+                return self.chars(node.elts)
+            return [t for t in texts if t is not None]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) >= 1:
+            if node.func.id in ("reversed", "list", "tuple") and len(node.args) == 1:
+                items = self.fold_items(node.args[0])
+                return items[::-1] if items is not None and node.func.id == "reversed" else items
+            if node.func.id == "map" and len(node.args) == 2:
+                func, codes = node.args
+                if (
+                    isinstance(func, ast.Name)
+                    and func.id == "chr"
+                    and isinstance(codes, ast.List | ast.Tuple)
+                ):
+                    return self.chars(codes.elts)
+                if isinstance(func, ast.Name) and func.id == "str":
+                    return self.fold_items(node.args[1])
+        text = self.fold(node)
+        return None if text is None else list(text)
+
+    def chars(self, codes: list[ast.expr]) -> list[str] | None:
+        """[chr(c) for c in codes] where every code folds to an int."""
+        ints = [self.fold_int(e) for e in codes]
+        return [chr(c) for c in ints if c is not None] if None not in ints else None
+
+    def fold_bytes(self, node: ast.expr) -> bytes | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+            return node.value
+        if isinstance(node, ast.Call) and len(node.args) == 1:
+            name = self.dotted(node.func) or ""
+            if name in ("bytes", "bytearray") and isinstance(node.args[0], ast.List | ast.Tuple):
+                codes = [self.fold_int(e) for e in node.args[0].elts]
+                return None if None in codes else bytes(c for c in codes if c is not None)
+            if name in ("bytes.fromhex", "bytearray.fromhex"):
+                text = self.fold(node.args[0])
+                return None if text is None else bytes.fromhex(text)
+            if name in ("base64.b64decode", "base64.b32decode", "base64.b16decode", "base64.b85decode"):
+                raw = self.fold_bytes(node.args[0])
+                text = self.fold(node.args[0])
+                data = raw if raw is not None else (text.encode() if text is not None else None)
+                if data is None:
+                    return None
+                import base64  # the standard library's decoder, on the candidate's literal text only
+
+                return bytes(getattr(base64, name.split(".")[1])(data))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "encode":
+            text = self.fold(node.func.value)
+            return None if text is None else text.encode()
+        return None
+
+    def fold_call(self, node: ast.Call) -> str | None:
+        func, args = node.func, node.args
+        if node.keywords and not (isinstance(func, ast.Attribute) and func.attr == "format"):
+            return None
+        if isinstance(func, ast.Name) and len(args) == 1:
+            if func.id == "chr":
+                code = self.fold_int(args[0])
+                return None if code is None else chr(code)
+            if func.id == "str":
+                return self.fold(args[0])
+        name = self.dotted(func) or ""
+        if name == "codecs.decode" and len(args) == 2 and self.fold(args[1]) in ("rot13", "rot_13"):
+            import codecs  # rot13 is a text-to-text codec: no candidate code runs
+
+            text = self.fold(args[0])
+            return None if text is None else str(codecs.decode(text, "rot13"))
+        if not isinstance(func, ast.Attribute):
+            return None
+        if func.attr == "decode":
+            data = self.fold_bytes(func.value)
+            return None if data is None else data.decode()
+        base = self.fold(func.value)
+        if base is None:
+            return None
+        if func.attr == "join" and len(args) == 1:
+            items = self.fold_items(args[0])
+            return None if items is None else base.join(items)
+        if func.attr == "format":
+            if re.search(r"\{[^}]*[:!][^}]*[1-9*]", base):
+                return None  # a width could make the text as long as it likes
+            values = [self.fold(a) for a in args]
+            named = {kw.arg: self.fold(kw.value) for kw in node.keywords if kw.arg}
+            if None in values or None in named.values() or len(named) != len(node.keywords):
+                return None
+            return base.format(*values, **named)
+        texts = [self.fold(a) for a in args]
+        if None in texts:
+            return None
+        methods = (
+            "lower",
+            "upper",
+            "strip",
+            "lstrip",
+            "rstrip",
+            "title",
+            "casefold",
+            "swapcase",
+            "capitalize",
+        )
+        if func.attr in methods or func.attr in ("removeprefix", "removesuffix"):
+            return str(getattr(base, func.attr)(*texts))
+        if func.attr == "replace" and len(texts) == 2:
+            old, new = texts[0] or "", texts[1] or ""
+            if (base.count(old) + 1) * len(new) + len(base) > _FOLD_LIMIT:
+                return None
+            return base.replace(old, new)
+        return None
+
+    def edge(self, node: ast.expr, last: bool) -> str:
+        """The known text at the start (or end) of a name built at run time: "tb_" in `"tb_" + x`."""
+        text = self.fold(node)
+        if text is not None:
+            return text
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self.edge(node.right if last else node.left, last)
+        if isinstance(node, ast.JoinedStr) and node.values:
+            return self.edge(node.values[-1] if last else node.values[0], last)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            base = self.fold(node.func.value) or ""
+            return base.rsplit("}", 1)[-1] if last else base.split("{", 1)[0]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            base = self.fold(node.left) or ""
+            return re.split(r"%[^a-z%]*[a-z]", base)[-1 if last else 0]
+        return ""
 
     def dotted(self, node: ast.expr) -> str | None:
         """The dotted name an expression stands for, through imports and `getattr(x, "const")`."""
@@ -263,9 +732,9 @@ class _Scanner(ast.NodeVisitor):
             and node.func.id == "getattr"
             and len(node.args) >= 2
         ):
-            base, name = self.dotted(node.args[0]), node.args[1]
-            if base and isinstance(name, ast.Constant) and isinstance(name.value, str):
-                return f"{base}.{name.value}"
+            base, name = self.dotted(node.args[0]), self.fold(node.args[1])
+            if base and name is not None:
+                return f"{base}.{name}"
         return None
 
     def is_module_path(self, node: ast.expr) -> bool:
@@ -280,24 +749,147 @@ class _Scanner(ast.NodeVisitor):
     def add(self, node: ast.AST, rule: str, message: str) -> None:
         self.findings.append(Finding(getattr(node, "lineno", 0), rule, message))
 
-    def check_name(self, node: ast.AST, name: str) -> None:
-        for rule, (prefixes, why) in _FORBIDDEN.items():
-            for prefix in prefixes:
-                if _under(name, prefix):
-                    self.add(node, rule, f"uses {name}: {why}")
-                    return
+    def check_name(self, node: ast.AST, name: str) -> bool:
+        """A finding when the name (or a module re-exported inside it: `torch.os.system`) is forbidden."""
+        parts = name.split(".")
+        for start in range(len(parts)):
+            if start and parts[start] not in _REEXPORTED:
+                continue
+            tail = ".".join(parts[start:])
+            for rule, (prefixes, why) in _FORBIDDEN.items():
+                for prefix in prefixes:
+                    if _under(tail, prefix):
+                        self.add(node, rule, f"uses {name}: {why}")
+                        return True
+        return False
+
+    def check_string(self, node: ast.AST, text: str) -> None:
+        """A finding when text (a literal, or one folded from pieces) spells a name or path this scan refuses."""
+        rule = _FORBIDDEN_STRINGS.get(text)
+        if rule is not None:
+            self.add(
+                node,
+                rule,
+                f"spells {text!r} as a string: a name looked up as text reaches what this scan refuses as code",
+            )
+        if any(path in text for path in _PROCESS_PATHS):
+            self.add(
+                node,
+                "introspection",
+                "names /proc/ or /dev/fd in a string: process introspection could reach the harness's channel",
+            )
+        if _HARNESS_NAME.search(text):
+            self.add(
+                node,
+                "harness-access",
+                "names kernelbot in a string: candidate code must not reach the harness",
+            )
+        for pattern, native_rule, why in _NATIVE_PATTERNS:
+            if re.search(pattern, text):
+                self.add(node, native_rule, f"{why} (in a source string)")
+
+    def check_strings(self, tree: ast.Module) -> None:
+        """Strings assembled from pieces (concatenation, join, format, f-strings of constants), folded first."""
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BinOp | ast.JoinedStr | ast.Call | ast.Subscript):
+                text = self.fold(node)
+                if text is not None:
+                    self.check_string(node, text)
+
+    def computed_name(self, node: ast.AST, target: ast.expr | None, name: ast.expr, how: str) -> None:
+        """An attribute reached by a name given as an expression (getattr, setattr, a namespace lookup).
+
+        The name is folded first: known text is judged as the attribute it spells (on a module, through
+        check_name; anywhere, as a string). Text not knowable from the source is refused on an imported module
+        (`getattr(os, x)`, `vars(torch)[x]`: every module a candidate imports may hold forbidden names,
+        torch among them with torch.multiprocessing and torch.overrides, and a literal or a dict of the
+        objects it means does the same honestly). On other objects (`getattr(self, f"conv{i}")`, a common
+        honest pattern) only text that begins or ends like a frame or dunder attribute is refused: the object
+        could be anything, and the runtime layer (audit hooks, the sandbox) is the defence for the rest.
+        """
+        text = self.fold(name)
+        on_module = target is not None and self.is_module_path(target)
+        base = self.dotted(target) if target is not None and on_module else None
+        if text is not None:
+            if base:
+                self.check_name(node, f"{base}.{text}")
+            return  # the string itself is judged where it stands (check_strings, visit_Constant)
+        if on_module:
+            self.add(node, "dynamic-code", f"{how} on {base} with a computed name hides what it reaches")
+            return
+        start, end = self.edge(name, last=False), self.edge(name, last=True)
+        if _SUSPECT_PREFIX.search(start) or _SUSPECT_SUFFIX.search(end):
+            self.add(
+                node,
+                "introspection",
+                f"{how} with a name built from {start or end!r}: frame and dunder attributes are refused "
+                "however they are spelt",
+            )
+
+    def module_value(self, node: ast.expr) -> str | None:
+        """The module an expression names, where it is a module this scan guards (see _GUARDED_NAMESPACES)."""
+        if isinstance(node, ast.Name) and node.id in self.modules:
+            return self.aliases[node.id]
+        name = self.dotted(node)
+        if name is not None and self.is_module_path(node) and name in _GUARDED_NAMESPACES:
+            return name
+        return None
+
+    def escaped(self, node: ast.expr) -> None:
+        """A guarded module used as a value (not the object of an attribute access): `m = os`, `f(os)`."""
+        if id(node) in self.bases or id(node) in self.exempt:
+            return
+        module = self.module_value(node)
+        if module is not None:
+            self.add(
+                node,
+                "dynamic-code",
+                f"passes the module {module} around as a value: what is later reached through it hides "
+                "from this scan",
+            )
 
     # -- imports -------------------------------------------------------------------------------
+    def imported(self, node: ast.AST, name: str) -> None:
+        root, _, rest = name.partition(".")
+        twin = _PRIVATE_TWINS.get(root)
+        if twin is not None:
+            self.check_name(node, f"{twin}.{rest}" if rest else twin)
+        elif root.startswith("_") and root != "__future__":
+            self.add(
+                node,
+                "introspection",
+                f"imports {root}: a private C module stands in for public ones this scan refuses",
+            )
+        else:
+            self.check_name(node, name)
+
+    def star_imported(self, node: ast.ImportFrom, module: str) -> None:
+        """`from os import *`: refused where the module holds a forbidden name, which would arrive bare."""
+        self.imported(node, module)
+        for rule, (prefixes, _) in _FORBIDDEN.items():
+            member = next((p for p in prefixes if p.startswith(module + ".")), None)
+            if member is not None:
+                self.add(
+                    node,
+                    rule,
+                    f"imports * from {module}: {member} and the rest arrive as bare names this scan cannot "
+                    "tell from the file's own",
+                )
+                return
+
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
-            self.check_name(node, a.name)
+            self.imported(node, a.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
             return  # relative imports of the candidate's own package
         module = node.module or ""
         for a in node.names:
-            self.check_name(node, module if a.name == "*" else f"{module}.{a.name}")
+            if a.name == "*":
+                self.star_imported(node, module)
+            else:
+                self.imported(node, f"{module}.{a.name}")
             if self.require_kernel and a.name == "Model":
                 self.add(
                     node,
@@ -308,8 +900,20 @@ class _Scanner(ast.NodeVisitor):
     # -- uses ----------------------------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
         if (
-            node.id in ("eval", "exec", "compile", "__import__", "__builtins__")
+            node.id
+            in (
+                "eval",
+                "exec",
+                "compile",
+                "__import__",
+                "__builtins__",
+                "__loader__",
+                "__spec__",
+                "globals",
+                "locals",
+            )
             and node.id not in self.aliases
+            and node.id not in self.bound
         ):
             self.add(node, "dynamic-code", f"uses {node.id}: code built at run time hides from this scan")
         elif node.id in _DISPATCH_HOOKS:
@@ -320,6 +924,11 @@ class _Scanner(ast.NodeVisitor):
             self.add(node, "reference-fallback", "uses the reference Model: a custom kernel is required")
         elif node.id in self.aliases and isinstance(node.ctx, ast.Load):
             self.check_name(node, self.aliases[node.id])
+            self.escaped(node)
+        elif isinstance(node.ctx, ast.Load) and node.id not in self.bound:
+            for module in self.star_modules:  # `fork()` after `from os import *` is os.fork
+                if self.check_name(node, f"{module}.{node.id}"):
+                    break
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if id(node) in self.exempt:
@@ -336,9 +945,19 @@ class _Scanner(ast.NodeVisitor):
                 "tensor-subclass",
                 f"uses {node.attr}: a tensor subclass or dispatch hook can defer or fake the computation",
             )
+        elif node.attr in _IMPORT_ATTRS:
+            self.add(node, "dynamic-code", f"reads .{node.attr}: code loaded by name hides from this scan")
+        elif node.attr in ("__dict__", "__getattribute__", "__getattr__") and self.is_module_path(node.value):
+            self.add(
+                node,
+                "dynamic-code",
+                f"reads {self.dotted(node.value)}.{node.attr}: a module's names looked up by key hide "
+                "what they reach from this scan",
+            )
         name = self.dotted(node)
         if name is not None and self.is_module_path(node):
             self.check_name(node, name)
+            self.escaped(node)
         else:
             self.generic_visit(node)
 
@@ -350,31 +969,48 @@ class _Scanner(ast.NodeVisitor):
             for sub in ast.walk(arg)
         ):
             self.exempt.add(id(node.func))
-        if name == "getattr" and len(node.args) >= 2 and self.is_module_path(node.args[0]):
-            resolved = self.dotted(node)
-            if resolved:
-                self.check_name(node, resolved)
         if name in ("setattr", "delattr") and node.args:
             target = node.args[0]
-            attr = node.args[1] if len(node.args) > 1 else None
+            attr = self.fold(node.args[1]) if len(node.args) > 1 else None
             if self.is_module_path(target):
-                const = (
-                    attr.value
-                    if isinstance(attr, ast.Constant) and isinstance(attr.value, str)
-                    else "<computed>"
-                )
-                self.patched(node, f"{self.dotted(target)}.{const}")
+                self.patched(node, f"{self.dotted(target)}.{attr if attr is not None else '<computed>'}")
+                self.exempt.add(id(target))
+        if name in ("getattr", "hasattr") and len(node.args) >= 2 and self.fold(node.args[1]) is not None:
+            self.exempt.add(id(node.args[0]))  # a known name on a module resolves like an attribute
+        lookup = _NAME_LOOKUPS.get(name)
+        if lookup is not None and len(node.args) > lookup[1]:
+            of = node.args[lookup[0]] if lookup[0] is not None else None
+            self.computed_name(node, of, node.args[lookup[1]], name)
         elif (
-            name == "getattr"
-            and len(node.args) >= 2
-            and self.is_module_path(node.args[0])
-            and not isinstance(node.args[1], ast.Constant)
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("__getattribute__", "__getattr__")
+            and len(node.args) == 1
         ):
+            self.computed_name(node, node.func.value, node.args[0], f".{node.func.attr}")
+        elif name == "vars":
+            space = node.args[0] if node.args else None
+            if space is None or self.module_value(space) or self.is_module_path(space):
+                self.add(
+                    node,
+                    "dynamic-code",
+                    f"reads vars({self.dotted(space) if space is not None else ''}): a namespace's names "
+                    "looked up by key hide what they reach from this scan",
+                )
+                if space is not None:
+                    self.exempt.add(id(space))
+        elif name in _FD_OPENERS and node.args and self.fold_int(node.args[0]) is not None:
             self.add(
                 node,
-                "dynamic-code",
-                f"getattr on {self.dotted(node.args[0])} with a computed name hides what it reaches",
+                "introspection",
+                f"calls {name}({self.fold_int(node.args[0])}): a raw file descriptor could be the harness's channel",
             )
+        elif name in ("os.putenv", "os.unsetenv") or (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in _ENVIRON_WRITERS
+            and (self.dotted(node.func.value) or "") in _ENVIRON
+            and self.is_module_path(node.func.value)
+        ):
+            self.environ_written(node)
         elif name in ("torch.set_float32_matmul_precision", "torch.backends.cudnn.flags"):
             self.precision_call(node, name)
         if (
@@ -403,6 +1039,25 @@ class _Scanner(ast.NodeVisitor):
                 f"calls {name}({first.value!r}): kernels registered for aten replace the reference's operators too",
             )
         self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        """`os.__dict__["system"]`, `vars(os)["fork"]`: a module's namespace read by key."""
+        space = node.value
+        target: ast.expr | None = None
+        if isinstance(space, ast.Attribute) and space.attr == "__dict__":
+            target = space.value
+        elif isinstance(space, ast.Call) and (self.dotted(space.func) or "") == "vars" and space.args:
+            target = space.args[0]
+        if target is not None:
+            self.computed_name(node, target, node.slice, "a namespace lookup")
+        self.generic_visit(node)
+
+    def environ_written(self, node: ast.AST) -> None:
+        self.add(
+            node,
+            "monkeypatch",
+            "writes os.environ: variables such as NVIDIA_TF32_OVERRIDE change how the reference and timer run",
+        )
 
     def in_own_subclass(self) -> bool:
         """Inside a class whose bases are all classes this file defined before (a wrapper stacked on the
@@ -440,17 +1095,8 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if not isinstance(node.value, str) or id(node) in self.docstrings:
-            return
-        if _HARNESS_NAME.search(node.value):
-            self.add(
-                node,
-                "harness-access",
-                "names kernelbot in a string: candidate code must not reach the harness",
-            )
-        for pattern, rule, why in _NATIVE_PATTERNS:
-            if re.search(pattern, node.value):
-                self.add(node, rule, f"{why} (in a source string)")
+        if isinstance(node.value, str) and id(node) not in self.docstrings:
+            self.check_string(node, node.value)
 
     # -- assignments ---------------------------------------------------------------------------
     def assigned(self, node: ast.AST, target: ast.expr, value: ast.expr | None) -> None:
@@ -464,6 +1110,13 @@ class _Scanner(ast.NodeVisitor):
                 "tensor-subclass",
                 "assigns __class__: an object's type must not change under the harness",
             )
+            return
+        if (
+            isinstance(target, ast.Subscript)
+            and (self.dotted(target.value) or "") in _ENVIRON
+            and self.is_module_path(target.value)
+        ):
+            self.environ_written(node)
             return
         if (
             isinstance(target, ast.Subscript)
@@ -556,19 +1209,26 @@ def scan(source: str, *, allow_tf32: bool = False, require_kernel: bool = False)
     """
     findings: list[Finding] = []
     for number, text in enumerate(source.splitlines(), start=1):
-        if "/proc/" in text:  # also in comments or built strings: the AST cannot see every use
+        if any(path in text for path in _PROCESS_PATHS):  # also in comments: the AST cannot see every use
             findings.append(
                 Finding(
                     number,
                     "introspection",
-                    "mentions /proc/: process introspection could reach the harness's channel",
+                    "mentions /proc/ or /dev/fd: process introspection could reach the harness's channel",
                 )
             )
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return list(_lines(findings))
     scanner = _Scanner(allow_tf32=allow_tf32, require_kernel=require_kernel)
-    scanner.collect(tree)
-    scanner.visit(tree)
+    try:
+        scanner.collect(tree)
+        scanner.visit(tree)
+        scanner.check_strings(tree)
+    except RecursionError:  # expressions nested thousands deep: no honest kernel, and unread is not passed
+        scanner.too_deep = True
+    if scanner.too_deep:
+        message = "nests too deeply for this scan to read: unread code is not let through"
+        scanner.findings.append(Finding(1, "dynamic-code", message))
     return list(_lines(findings + scanner.findings))

@@ -1,4 +1,5 @@
-"""Worker side: the one way kernelbot times anything (CUDA events on GPU, perf_counter_ns on CPU)."""
+"""The one way kernelbot times anything: the subject's timer (CUDA events on GPU, perf_counter_ns on CPU) and
+the adaptive rule the judge applies to the samples it counts (`measure`)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than the H100/H200 L2 (50/60 MB)
-TARGET_SAMPLE_S = {"cuda": 1e-3, "cpu": 2e-3}  # one sample spans at least this, so launch jitter averages out
-MAX_CALLS_PER_SAMPLE = 1000
+# One sample spans at least this, so that launch jitter averages out. Not longer on the CPU, although the
+# judge's clock jitters by 0.05-0.5 ms there: a shared runner's speed swings 2x from one 100 ms to the next,
+# and short batches keep base and head timed in the same state (10 ms samples widened the A/A intervals).
+TARGET_SAMPLE_S = {"cuda": 1e-3, "cpu": 2e-3}
+MAX_CALLS_PER_SAMPLE = 10_000
 # On a shared CPU, a sample during which our process got under this share of a core measures the
 # neighbours, not the code: it is discarded and taken again (the wall clock stays the measure).
 MIN_CPU_SHARE = 0.9
@@ -68,7 +72,8 @@ class Samples:
     l2_persist_reset: bool = False
     descheduled: int = 0  # samples retaken because the process was off the CPU for part of them
     hidden: int = 0  # GPU samples whose wall time far exceeded the CUDA-event time with the CPU held
-    wall_bound: int = 0  # recorded GPU samples that counted more than their event time (see counted_ms)
+    wall_bound: int = 0  # recorded samples that counted more than the subject's claim (judge.bound)
+    kept: list[Sample] = field(default_factory=list, repr=False)  # the recorded samples themselves
 
 
 def _load_cudart() -> Any:
@@ -100,19 +105,18 @@ class Timer:
         self.last_hidden = False  # the last GPU sample's wall time far exceeded its event time, CPU held
         # The last sample lost the CPU for much of it: it measures the neighbours, not the code.
         self.last_descheduled = False
-        self.last_wall_bound = False  # the last GPU sample counted more than its event time
         self.host_latency_ms = MIN_HOST_LATENCY_MS
         if device == "cuda":
             self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
             self._cudart = _load_cudart()
-            # Before any subject code is loaded (the worker builds the timer first): none can inflate it.
+            # Before any subject code is loaded (each process builds its timer first): none can inflate it.
             self.host_latency_ms = self._empty_sample_excess_ms()
 
     def sync(self) -> None:
         if self.device == "cuda":
             _cuda_sync()
 
-    def _prepare_sample(self) -> bool:
+    def prepare_sample(self) -> bool:
         if self._flush_buf is None:
             return False
         self._flush_buf.zero_()  # evicts whatever the last sample left in L2
@@ -165,7 +169,6 @@ class Timer:
             verdict = gpu_sample_verdict(wall / 1e6, gpu_ms, self.last_cpu_share)
             self.last_hidden, self.last_descheduled = verdict == "hidden", verdict == "descheduled"
             ms = counted_ms(wall / 1e6, gpu_ms, self.host_latency_ms, verdict)
-            self.last_wall_bound = ms > gpu_ms
             return ms / 1e3 / calls, outputs
         c0, t0 = _process_time_ns(), _perf_counter_ns()
         for i in range(calls):
@@ -184,62 +187,53 @@ class Timer:
         target = TARGET_SAMPLE_S[self.device]
         return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(target / max(per_call, 1e-9))))
 
-    def measure(
-        self,
-        fn: Callable[..., Any],
-        input_sets: list[list[Any]],
-        refresh: Callable[[list[list[Any]]], None],
-        *,
-        calls: int,
-        min_samples: int,
-        max_samples: int,
-        target_rse: float,
-        budget_s: float,
-        after_each: Callable[[], None] = lambda: None,
-    ) -> tuple[Samples, list[Any]]:
-        times: list[float] = []
-        clocks = [self.sm_clock()]
-        deadline = _monotonic() + budget_s
-        stopped_by = "max_samples"
-        outputs: list[Any] = []
-        reset = False
-        descheduled = hidden = wall_bound = 0
-        for _ in range(WARMUP_SAMPLES):  # caches, branch predictors and clocks settle before we record
-            refresh(input_sets)
-            self._prepare_sample()
-            self.one_sample(fn, input_sets, calls)
-        while len(times) < max_samples:
-            refresh(input_sets)  # new contents every sample: a cache keyed on pointer or content is useless
-            reset = self._prepare_sample() or reset
-            seconds, outputs = self.one_sample(fn, input_sets, calls)
-            hidden += self.last_hidden
-            after_each()
-            if self.last_descheduled and descheduled < 4 * max_samples:
-                descheduled += 1
-                if _monotonic() < deadline:
-                    continue
-            times.append(seconds * 1e3)
-            wall_bound += self.last_wall_bound
-            n = len(times)
-            if n >= min_samples:
-                mean = sum(times) / n
-                std = math.sqrt(sum((t - mean) ** 2 for t in times) / (n - 1))
-                if mean > 0 and std / math.sqrt(n) / mean <= target_rse:
-                    stopped_by = "rse"
-                    break
-                if _monotonic() > deadline:
-                    stopped_by = "budget"
-                    break
-        clocks.append(self.sm_clock())
-        samples = Samples(
-            times,
-            calls,
-            stopped_by,
-            clocks,
-            l2_flush=self._flush_buf is not None,
-            l2_persist_reset=reset,
-            descheduled=descheduled,
-            hidden=hidden,
-            wall_bound=wall_bound,
-        )
-        return samples, outputs
+
+@dataclass
+class Sample:
+    """One sample as the judge counts it."""
+
+    ms: float  # per-call time
+    descheduled: bool = False  # the subject's process was off the CPU for much of it (retaken)
+    hidden: bool = False  # its wall time far exceeded the timed stream's events with the CPU held
+    clock: tuple[float, float, float] = (0.0, 0.0, 0.0)  # the judge's view of it (judge.bound)
+
+
+def measure(
+    take: Callable[[], Sample],
+    *,
+    calls: int,
+    min_samples: int,
+    max_samples: int,
+    target_rse: float,
+    budget_s: float,
+) -> Samples:
+    """The adaptive rule of measurement.md over samples that `take` produces (the judge's, see judge.py)."""
+    times: list[float] = []
+    deadline = _monotonic() + budget_s
+    stopped_by = "max_samples"
+    kept: list[Sample] = []
+    descheduled = hidden = 0
+    for _ in range(WARMUP_SAMPLES):  # caches, branch predictors and clocks settle before we record
+        take()
+    while len(times) < max_samples:
+        sample = take()
+        hidden += sample.hidden
+        # Retaken on the subject's word, which the judge cannot check: a few only, so that dropping its own
+        # slow samples cannot move a median far (a loaded runner's noise is what this is for).
+        if sample.descheduled and descheduled < max(1, max_samples // 10):
+            descheduled += 1
+            if _monotonic() < deadline:
+                continue
+        times.append(sample.ms)
+        kept.append(sample)
+        n = len(times)
+        if n >= min_samples:
+            mean = sum(times) / n
+            std = math.sqrt(sum((t - mean) ** 2 for t in times) / (n - 1))
+            if mean > 0 and std / math.sqrt(n) / mean <= target_rse:
+                stopped_by = "rse"
+                break
+            if _monotonic() > deadline:
+                stopped_by = "budget"
+                break
+    return Samples(times, calls, stopped_by, descheduled=descheduled, hidden=hidden, kept=kept)

@@ -1,61 +1,58 @@
-"""The sandbox process: loads one operator and one subject, then answers check/time commands.
+"""The subject process: loads one subject (operator, baseline or candidate) and runs it when the judge asks.
 
-Run as `python -m kernelbot.harness.worker KEY_FD RESULT_FD`. Commands arrive as JSON lines on stdin;
-answers leave sealed on RESULT_FD. Everything the candidate could tamper with is captured (guards,
-timing, compare) before its code is imported.
+Run as `python -m kernelbot.harness.worker FROM_JUDGE_FD TO_JUDGE_FD`, in its own OS sandbox (jail.py). It
+holds no reference output, no comparison, no result-channel key and no clock the verdict trusts: it makes
+its inputs from the seeds the judge names, runs the subject, and sends back outputs and the times its own
+timer saw. The judge (judge.py, another process) checks the outputs against its own reference and bounds
+every timing by its own clock, so whatever the subject does in here can fail itself, never forge a pass.
+The in-process guards and the audit hook are a first layer, not the one that holds.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
 import torch
 
-# NOTE: these imports capture the trusted timers and comparison functions; they must precede any candidate import.
-from kernelbot.harness import compare, guards, timing
+# NOTE: these imports capture the timers and guards before any operator or candidate file is imported.
+from kernelbot.harness import audit, guards, link, timing
+from kernelbot.harness.inputs import Failure, clone, input_sets_for, memory_note, nbytes, refresh
 from kernelbot.harness.loader import LoadError, Operator, seed_all
-from kernelbot.harness.protocol import HIDDEN_WORK, seal, write_frame
-
-MAX_INPUT_SET_BYTES = 512 * 1024 * 1024
-MAX_INPUT_SETS = 64
 
 
-class Failure(Exception):
-    def __init__(self, status: str, reason: str, **extra: Any) -> None:
-        super().__init__(reason)
-        self.status, self.reason, self.extra = status, reason, extra
-
-
-def _clone(values: list[Any]) -> list[Any]:
-    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-
-
-def _nbytes(values: list[Any]) -> int:
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-
-
-def _roll(input_sets: list[list[Any]]) -> None:
-    """Change every floating input's contents (keeping its multiset of values) outside the timed region."""
-    with torch.no_grad():
-        for values in input_sets:
-            for v in values:
-                if (
-                    isinstance(v, torch.Tensor)
-                    and v.is_floating_point()
-                    and v.numel() > 1
-                    and v.is_contiguous()
-                ):
-                    flat = v.view(-1)
-                    flat.copy_(flat.roll(1))
+def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
+    try:
+        with torch.no_grad():
+            out = fn(*args)
+        timer.sync()
+        return out
+    except SystemExit as exc:
+        raise Failure("crashed", f"{who} called sys.exit({exc.code})") from None
+    except torch.cuda.OutOfMemoryError as exc:
+        first = str(exc).splitlines()[0].split(". GPU")[0]
+        raise Failure(
+            "crashed",
+            f"{who} ran out of GPU memory{memory_note('cuda')}: {first}; give it a GPU with more free memory "
+            "(no other processes on it) or time a smaller shape",
+        ) from None
+    except MemoryError:
+        raise Failure("crashed", f"{who} ran out of memory (MemoryError)") from None
+    except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise Failure(
+            "crashed",
+            f"{who} raised {type(exc).__name__}: {text} (at {os.path.basename(where.filename)}:{where.lineno})",
+        ) from None
 
 
 def _trusted_namespaces(op: Operator) -> dict[str, Any]:
-    """This module, and the operator's module and class: patching them would change the reference or the checks."""
-    spaces: dict[str, Any] = {__name__: sys.modules[__name__], "Session": Session, "Operator": Operator}
+    """This module, and the operator's module and class: patching them would change what is run."""
+    spaces: dict[str, Any] = {__name__: sys.modules[__name__], "Subject": Subject, "Operator": Operator}
     for fn in (op.reference, op.operator):
         owner = type(fn) if isinstance(fn, torch.nn.Module) else fn
         module = sys.modules.get(getattr(owner, "__module__", None) or "")
@@ -66,219 +63,188 @@ def _trusted_namespaces(op: Operator) -> dict[str, Any]:
     return spaces
 
 
-class Session:
-    def __init__(self, job: dict[str, Any]) -> None:
-        self.job = job
-        self.device = job["device"]
-        self.atol, self.rtol = job.get("atol"), job.get("rtol")
-        self.integrity: guards.Integrity | None = None
-        self.subject_name = job["subject"]
+class Subject:
+    def __init__(self, job: dict[str, Any], timer: timing.Timer) -> None:
+        self.device, self.timer = job["device"], timer
+        self.name = job["subject"]
+        self.who = "the candidate" if self.name == "candidate" else f"the {self.name} subject"
         guards.pin_precision(bool(job.get("allow_tf32")))
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise Failure("crashed", "CUDA was asked for but this machine has no CUDA device", who="operator")
+        audit.install(audit.locations(job))
         try:
             self.op = Operator(job)
         except LoadError as exc:
             raise Failure(
                 "build_error" if exc.who == "candidate" else "operator_error", str(exc), who=exc.who
             ) from None
-        self.timer = timing.Timer(self.device)
-        # Trusted threads (CUDA init, torch.compile) are accepted before the untrusted subject is built.
         # tqdm (imported by torch.hub) starts a monitor thread with its first progress bar, which inductor
         # shows while compiling: off, so an honest torch.compile candidate leaves no thread behind.
         tqdm = sys.modules.get("tqdm")
         if tqdm is not None:
             tqdm.tqdm.monitor_interval = 0
-        self.integrity = (
-            guards.Integrity(_trusted_namespaces(self.op)) if self.subject_name == "candidate" else None
-        )
+        self.integrity = guards.Integrity(_trusted_namespaces(self.op)) if self.name == "candidate" else None
         try:
-            self.fn = self.op.subject(self.subject_name, job.get("candidate"), job.get("compile_mode"))
+            self.fn = self.op.subject(self.name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
             raise Failure("build_error", str(exc), who=exc.who) from None
-        self._guard()
+        self.guard()
+        self.sets: list[list[Any]] = []
+        self.masters: list[list[Any]] = []
+        self.calls = 1
+        self.outputs: list[Any] = []
 
-    def _guard(self) -> None:
+    def guard(self) -> None:
         if self.integrity is not None:
             found = self.integrity.violations()
             if found:
                 raise Failure("rejected", "anti-hack check: " + "; ".join(found))
 
-    def _call(self, fn: Any, args: list[Any], who: str) -> Any:
-        try:
-            with torch.no_grad():
-                out = fn(*args)
-            self.timer.sync()
-            return out
-        except SystemExit as exc:
-            raise Failure("crashed", f"{who} called sys.exit({exc.code})") from None
-        except torch.cuda.OutOfMemoryError as exc:
-            raise Failure("crashed", f"{who} ran out of GPU memory: {str(exc).splitlines()[0]}") from None
-        except MemoryError:
-            raise Failure("crashed", f"{who} ran out of memory (MemoryError)") from None
-        except Exception as exc:
-            status = "operator_error" if who == "the operator" else "crashed"
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            raise Failure(
-                status,
-                f"{who} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''} "
-                f"(at {os.path.basename(where.filename)}:{where.lineno})",
-            ) from None
-
-    def _poison(self, like: list[torch.Tensor]) -> None:
+    def _poison(self, like: list[Any]) -> None:
         """Fill memory the allocator will hand out next with NaN, so returning stale memory fails."""
-        size = max(sum(t.numel() for t in like if t.is_floating_point()), 1024) * 2
+        size = max(sum(t.numel() for t in like if isinstance(t, torch.Tensor)), 1024) * 2
         junk = torch.full((size,), float("nan"), device=self.device)
         del junk
 
-    def check(self, seeds: list[int]) -> dict[str, Any]:
-        worst = compare.Error(0.0, 0.0)
-        outputs_by_seed: list[list[torch.Tensor]] = []
-        for case in self.op.cases:
-            for seed in seeds:
-                inputs = case.make(seed)
-                ref = self._call(self.op.reference, _clone(inputs), "the operator")
-                try:
-                    refs = compare.flatten(ref, "the reference")
-                except compare.Mismatch as exc:
-                    raise Failure("operator_error", f"{case.label}: {exc}") from None
-                outputs_by_seed.append(refs)
-                self._poison(refs)
-                who = (
-                    "the candidate"
-                    if self.subject_name == "candidate"
-                    else f"the {self.subject_name} subject"
-                )
-                out = self._call(self.fn, _clone(inputs), who)
-                self._guard()
-                try:
-                    err = compare.compare(out, ref, self.atol, self.rtol)
-                except compare.MismatchWithError as exc:
-                    raise Failure(
-                        "incorrect",
-                        f"{case.label} seed {seed}: {exc}",
-                        max_abs_err=exc.error.max_abs,
-                        max_rel_err=exc.error.max_rel,
-                    ) from None
-                except compare.Mismatch as exc:
-                    raise Failure("incorrect", f"{case.label} seed {seed}: {exc}") from None
-                worst = compare.Error(max(worst.max_abs, err.max_abs), max(worst.max_rel, err.max_rel))
-                again = self._call(self.fn, _clone(inputs), who)
-                if not compare.identical_or_rounding(out, again, self.atol, self.rtol):
-                    raise Failure(
-                        "incorrect",
-                        f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)",
-                    )
-                del ref  # the reference output stays alive in outputs_by_seed until the check ends
-        degenerate = len(seeds) > 1 and all(
-            all(torch.equal(a, b) for a, b in zip(outputs_by_seed[0], other, strict=True))
-            for other in outputs_by_seed[1 : len(seeds)]
-        )
-        return {
-            "max_abs_err": worst.max_abs,
-            "max_rel_err": worst.max_rel,
-            "degenerate": degenerate,
-            "cases": [c.label for c in self.op.cases],
-        }
+    def run(self, case: int, seed: int, repeat: int) -> tuple[list[Any], list[torch.Tensor]]:
+        inputs = self.op.cases[case].make(seed)
+        described, tensors = [], []
+        for _ in range(repeat):
+            self._poison(inputs)
+            out = call(self.fn, clone(inputs), self.who, self.timer)
+            self.guard()
+            desc, found = link.describe(out)
+            described.append(desc)
+            tensors += found
+            del out
+        return described, tensors
 
-    def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        # Timed as it is checked, without autograd recording: a compiled subject then runs the graph it was
-        # verified with (a grad-mode call would recompile into a training graph that saves activations), and a
-        # subject cannot behave one way when checked and another when timed by looking at the grad mode.
-        with torch.no_grad():
-            return self._time(cmd)
-
-    def _time(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        case = self.op.cases[0]
-        seed = int(cmd.get("seed", 1_000_003))
-        first = case.make(seed)
-        # Trusted copies the subject never sees: each sample's inputs are restored from them, so a subject
-        # that writes into its inputs (zeroes them, returns zeros) cannot steer the re-check of its outputs.
-        master = [_clone(first)]
-        per_set = max(_nbytes(first), 1)
+    def time_begin(self, seed: int, calls: int | None, budget: int) -> dict[str, Any]:
+        first = self.op.cases[0].make(seed)
+        pristine = clone(first)  # before the subject sees them: a write into its inputs is undone below
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
-        self._guard()
-        calls = int(cmd.get("calls") or self.timer.calibrate(self.fn, [first]))
-        n_sets = max(1, min(calls, MAX_INPUT_SETS, MAX_INPUT_SET_BYTES // per_set))
-        input_sets = [first] + [case.make(seed + i) for i in range(1, n_sets)]
-        master += [_clone(values) for values in input_sets[1:]]
+        self.guard()
+        self.calls = int(calls or self.timer.calibrate(self.fn, [first]))
+        n_sets = input_sets_for(self.calls, nbytes(first), budget)
+        self.masters = [pristine] + [self.op.cases[0].make(seed + i) for i in range(1, n_sets)]
+        self.sets = [first] + [clone(values) for values in self.masters[1:]]
+        self.outputs = [None] * n_sets
+        return {"calls": self.calls, "n_sets": n_sets}
 
-        def refresh(sets: list[list[Any]]) -> None:
-            _roll(master)
-            with torch.no_grad():
-                for values, trusted in zip(sets, master, strict=True):
-                    for v, t in zip(values, trusted, strict=True):
-                        if isinstance(v, torch.Tensor):
-                            v.copy_(t)
+    def prep(self, seed: int) -> None:
+        # No guard here, nor after each sample: its time would be charged to the sample (the judge counts
+        # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
+        # guard runs after each checked call and once a timing has ended (last_outputs). No L2 flush either:
+        # the judge flushes after this, from its own process, and that flush is the one that counts.
+        refresh(self.sets, self.masters, seed)
+        self.timer.sync()
 
-        samples, outputs = self.timer.measure(
-            self.fn,
-            input_sets,
-            refresh,
-            calls=calls,
-            min_samples=int(cmd["min_samples"]),
-            max_samples=int(cmd["max_samples"]),
-            target_rse=float(cmd["target_rse"]),
-            budget_s=float(cmd["budget_s"]),
-            after_each=self._guard,
-        )
-        if samples.hidden * 2 > len(samples.times_ms):
-            raise Failure(
-                "rejected",
-                f"anti-hack check: in {samples.hidden} of {len(samples.times_ms)} samples {HIDDEN_WORK} (work on another stream or thread)",
-            )
-        # Re-check what the timed calls returned: a subject right only when checked is caught here.
-        for values, out in zip(master, outputs, strict=True):
-            if out is None:
-                continue
-            ref = self._call(self.op.reference, _clone(values), "the operator")
-            try:
-                compare.compare(out, ref, self.atol, self.rtol)
-            except compare.Mismatch as exc:
-                raise Failure("incorrect", f"outputs of the timed calls are wrong: {exc}") from None
+    def go(self) -> dict[str, Any]:
+        self.outputs = []  # the last sample's outputs are freed before this one's window, not after it
+        with torch.no_grad():
+            seconds, self.outputs = self.timer.one_sample(self.fn, self.sets, self.calls)
         return {
-            "times_ms": samples.times_ms,
-            "calls_per_sample": samples.calls_per_sample,
-            "stopped_by": samples.stopped_by,
-            "sm_clock_mhz": samples.sm_clock_mhz,
-            "l2_flush": samples.l2_flush,
-            "l2_persist_reset": samples.l2_persist_reset,
-            "wall_bound": samples.wall_bound,
+            "ms_total": seconds * 1e3 * self.calls,
+            "descheduled": self.timer.last_descheduled,
+            "hidden": self.timer.last_hidden,
         }
+
+    def last_outputs(self) -> tuple[list[Any], list[torch.Tensor]]:
+        self.guard()
+        described, tensors = [], []
+        for (
+            out
+        ) in self.outputs:  # every set was called (calls >= sets): None here is what the subject returned
+            desc, found = link.describe(out)
+            described.append(desc)
+            tensors += found
+        return described, tensors
 
 
 def main() -> None:
-    key_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
-    with os.fdopen(key_fd, "rb") as handle:
-        key = handle.read()
-    os.set_inheritable(result_fd, False)
-    session: Session | None = None
+    from_judge, to_judge, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    os.set_inheritable(from_judge, False)
+    os.set_inheritable(to_judge, False)
+    # The device's context now, while the judge starts its own: the two start-ups overlap.
+    timer: timing.Timer | None = (
+        timing.Timer(device) if device != "cuda" or torch.cuda.is_available() else None
+    )
+    tick = torch.zeros(1, device=device) if timer is not None else None
+    subject: Subject | None = None
 
-    def reply(payload: dict[str, Any]) -> None:
-        write_frame(result_fd, seal(key, payload))
-
-    for line in sys.stdin:
-        cmd = json.loads(line)
+    while True:
         try:
-            if cmd["cmd"] == "load":
+            cmd, _ = link.receive(from_judge, time.monotonic() + 1e7, 0)
+        except Exception:
+            return  # the judge is gone
+        tensors: list[torch.Tensor] = []
+        try:
+            kind = cmd.get("cmd")
+            if kind == "hello":
+                if timer is None or timer.device != cmd["device"]:
+                    timer = timing.Timer(cmd["device"])
+                    tick = torch.zeros(1, device=cmd["device"])
+                answer: dict[str, Any] = {"ok": True}
+            elif kind == "arm" and timer is not None and tick is not None:
+                # A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's
+                # context here, not in the judge's timed window (on the H200 that switch cost ~0.6 ms a sample).
+                tick.add_(1)
+                timer.sync()
+                answer = {"ok": True}
+            elif kind == "ping":
+                answer = {"ok": True}
+            elif kind == "go" and subject is None and timer is not None and tick is not None:
+                # The judge's floor, before any untrusted code is loaded: a sample of trusted tiny kernels.
+                calls = int(cmd["calls"])
+                seconds, _ = timer.one_sample(torch.Tensor.add_, [[tick, 1]], calls)
+                answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
+            elif kind == "load" and timer is not None:
                 seed_all(0)
-                session = Session(cmd["job"])
-                reply({"ok": True})
-            elif cmd["cmd"] == "check" and session is not None:
-                reply({"ok": True, **session.check(cmd["seeds"])})
-            elif cmd["cmd"] == "time" and session is not None:
-                reply({"ok": True, **session.time(cmd)})
-            elif cmd["cmd"] == "quit":
-                reply({"ok": True})
+                subject = Subject(cmd["job"], timer)
+                answer = {"ok": True}
+            elif subject is None:
+                answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
+            elif kind == "run":
+                described, tensors = subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]))
+                answer = {"ok": True, "outputs": described}
+            elif kind == "time_begin":
+                with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
+                    answer = {
+                        "ok": True,
+                        **subject.time_begin(int(cmd["seed"]), cmd.get("calls"), int(cmd["budget"])),
+                    }
+            elif kind == "prep":
+                subject.prep(int(cmd["seed"]))
+                answer = {"ok": True}
+            elif kind == "go":
+                answer = {"ok": True, **subject.go()}
+            elif kind == "outputs":
+                described, tensors = subject.last_outputs()
+                answer = {"ok": True, "outputs": described}
+            elif kind == "quit":
+                link.send(to_judge, {"ok": True, "n": cmd.get("n")})
                 return
             else:
-                reply({"ok": False, "status": "crashed", "reason": f"bad command {cmd.get('cmd')!r}"})
+                answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
         except Failure as exc:
-            reply({"ok": False, "status": exc.status, "reason": exc.reason, **exc.extra})
+            answer, tensors = {**exc.extra, "ok": False, "status": exc.status, "reason": exc.reason}, []
         except SystemExit as exc:
-            reply({"ok": False, "status": "crashed", "reason": f"candidate code called sys.exit({exc.code})"})
+            answer = {
+                "ok": False,
+                "status": "crashed",
+                "reason": f"candidate code called sys.exit({exc.code})",
+            }
         except BaseException as exc:  # anything else is still the subject's failure, never ours to die of
-            reply({"ok": False, "status": "crashed", "reason": f"{type(exc).__name__}: {exc}"})
+            answer = {"ok": False, "status": "crashed", "reason": f"{type(exc).__name__}: {exc}"}
+        refused = audit.refusal()
+        if refused is not None:  # even if the code caught the PermissionError and carried on
+            answer, tensors = (
+                {
+                    "ok": False,
+                    "status": "rejected",
+                    "reason": f"anti-hack check: the sandbox refused {refused}",
+                },
+                [],
+            )
+        link.send(to_judge, {**answer, "n": cmd.get("n")}, tensors)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from tests.servers.openapi import OpenAPI, Operation, load
 
@@ -58,6 +58,8 @@ class GitHubImitation:
         self.reviews: list[dict[str, Any]] = []
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.issues: dict[int, dict[str, Any]] = {}  # number -> {title, body, user, state} (not the pulls)
+        # "owner/name" -> pushes to its branches, oldest first: {before, after, ref, timestamp, actor}
+        self.activity: dict[str, list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
         self.log: list[tuple[str, str, int]] = []  # (method, path, status) of every request
         self.bodies: list[Any] = []  # JSON bodies received, in order (to look for leaked tokens)
@@ -107,6 +109,21 @@ class GitHubImitation:
             "id": next(self._ids),
         }
         return number
+
+    def push(self, number: int, sha: str, at: str, actor: str = "contributor") -> None:
+        """A push to PR `number`'s head branch at server time `at` ("2024-05-01T12:00:00Z"): the new head."""
+        pr = self.pulls[number]
+        repo = pr.head_repo or self.repository
+        self.activity.setdefault(repo, []).append(
+            {
+                "before": pr.head_sha,
+                "after": sha,
+                "ref": "refs/heads/feature",
+                "timestamp": at,
+                "actor": actor,
+            }
+        )
+        pr.head_sha = sha
 
     def requests(self, method: str, pattern: str) -> list[tuple[str, str, int]]:
         return [r for r in self.log if r[0] == method and re.search(pattern, r[1])]
@@ -272,6 +289,8 @@ class GitHubImitation:
         t = op.template.removeprefix("/repos/{owner}/{repo}")
         args = [int(a) if a.isdigit() else a for a in re.findall(r"[^/]+", path)]
         tail = args[3:]  # after repos/owner/name
+        if (method, t) == ("GET", "/activity"):  # any repository: a fork's own activity is public
+            return self._activity("/".join(str(a) for a in args[1:3]), path, query)
         if op.template.startswith("/repos/") and "/".join(str(a) for a in args[1:3]) != self.repository:
             return 404, _not_found(), {}
         if (method, t) == ("GET", "/pulls/{pull_number}"):
@@ -339,6 +358,20 @@ class GitHubImitation:
                 )
             self.comments[tail[2]]["body"] = body["body"]
             return 200, self._comment_obj(tail[2]), {}
+        if (method, t) == ("DELETE", "/issues/{issue_number}/labels/{name}"):
+            pr = self.pulls.get(tail[1])
+            name = unquote(str(tail[3]))
+            if pr is None or name not in pr.labels:
+                return (
+                    404,
+                    {"message": "Label does not exist", "documentation_url": "https://docs.github.com/rest"},
+                    {},
+                )
+            pr.labels.remove(name)
+            labels = [
+                {**self._example("", "", 0, "/labels/x", schema_of="label"), "name": n} for n in pr.labels
+            ]
+            return 200, labels, {}
         if (method, t) == ("POST", "/issues/comments/{comment_id}/reactions"):
             self.reactions.append((tail[2], body["content"], self.bot))
             out = self._example("post", path, 201, path)
@@ -392,6 +425,24 @@ class GitHubImitation:
             return 200, self._example("get", "/user", 200, "/user") | {"login": self.bot}, {}
         self.violations.append(f"{method} {op.template}: not implemented by the imitation")
         return 404, _not_found(), {}
+
+    def _activity(self, repo: str, path: str, query: dict[str, str]) -> tuple[int, Any, dict[str, str]]:
+        known = {self.repository, *(p.head_repo for p in self.pulls.values() if p.head_repo), *self.activity}
+        if repo not in known:
+            return 404, _not_found(), {}
+        ref = query.get("ref")
+        entries = [
+            {
+                **self._example("", "", 0, f"/repos/{repo}/activity", schema_of="activity"),
+                **{k: v for k, v in e.items() if k != "actor"},
+                "id": i + 1,
+                "activity_type": "push",
+                "actor": self._user(e["actor"]),
+            }
+            for i, e in enumerate(self.activity.get(repo, []))
+            if ref in (None, e["ref"], e["ref"].removeprefix("refs/heads/"))
+        ]
+        return self._page(entries[::-1], path, query)  # newest first (direction=desc)
 
     def _create_review(self, number: int, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
         from kernelbot.github import hunk_lines  # the same hunk rule GitHub applies
@@ -514,6 +565,8 @@ def webhook_payload(
     body: str = "",
     commenter: str = "",
     comment_id: int = 0,
+    created_at: str | None = None,  # the comment's time (GitHub's clock)
+    sender: str | None = None,  # who acted (the labeller, for `labeled`)
 ) -> dict[str, Any]:
     """A payload GitHub sent (from @octokit/webhooks-examples), re-pointed at the test's repository."""
     import copy
@@ -534,9 +587,13 @@ def webhook_payload(
         pr["labels"] = [{"name": n} for n in labels]
         if label is not None:
             p["label"] = {"name": label}
+        if sender is not None:
+            p["sender"]["login"] = sender
     else:
         p["issue"]["number"] = number
         p["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{repository}/pulls/{number}"}
         p["comment"].update(body=body, id=comment_id)
         p["comment"]["user"]["login"] = commenter
+        if created_at is not None:
+            p["comment"]["created_at"] = p["comment"]["updated_at"] = created_at
     return p

@@ -1,0 +1,94 @@
+"""The verdict rule (kernelbot.stats) on synthetic rounds with known noise: false alarms and detections.
+
+    python3 benchmarks/verdict_simulation.py [--runs 2000] [--out FILE.json]
+
+Each trial takes base and head batches (SAMPLES_PER_BATCH samples each) round by round and looks at the verdict
+on kernelbot.measure's schedule (ROUNDS rounds, then LOOK_STEP more while unsettled, up to 2 x ROUNDS), each look
+at alpha / number of looks, exactly as kernelbot.measure.run_rounds does. Noise models, each seen on a real machine:
+  steady      3% sample noise only;
+  shared      whole rounds run 2x slow 30% of the time, both sides alike (clocks, a neighbour for a while);
+  independent single batches run 2x slow 30% of the time, each side on its own (this project's 2-core CI VM).
+Printed per model and planted slowdown: the share called a regression or an improvement, with a 95% Wilson
+interval, and the share left ambiguous. Pure CPU arithmetic: no timing is involved, so the figures hold on
+any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernelbot.measure import ROUNDS, SAMPLES_PER_BATCH, looks
+from kernelbot.stats import compare
+
+MODELS = ("steady", "shared", "independent")
+SLOWDOWNS = (1.0, 1.03, 1.10, 1.67)
+THRESHOLD = {1.0: 0.03, 1.03: 0.02, 1.10: 0.05, 1.67: 0.25}  # the practical threshold each is judged with
+
+
+def _rounds(rng: np.random.Generator, model: str, slowdown: float, n: int) -> tuple[list, list]:
+    base, head = [], []
+    for _ in range(n):
+        swing_b = 2.0 if model != "steady" and rng.random() < 0.3 else 1.0
+        swing_h = (
+            swing_b if model == "shared" else (2.0 if model == "independent" and rng.random() < 0.3 else 1.0)
+        )
+        base.append(list(swing_b * (1 + 0.03 * rng.standard_normal(SAMPLES_PER_BATCH))))
+        head.append(list(slowdown * swing_h * (1 + 0.03 * rng.standard_normal(SAMPLES_PER_BATCH))))
+    return base, head
+
+
+def trial(rng: np.random.Generator, model: str, slowdown: float, alpha: float = 0.01) -> str:
+    schedule = looks(ROUNDS, ROUNDS)
+    base, head = _rounds(rng, model, slowdown, 2 * ROUNDS)
+    for n in schedule:
+        result = compare(base[:n], head[:n], threshold=THRESHOLD[slowdown], alpha=alpha / len(schedule))
+        if result.settled:
+            break
+    return result.verdict
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2000, help="trials per model and slowdown")
+    parser.add_argument("--slowdowns", type=float, nargs="*", default=list(SLOWDOWNS))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rng = np.random.default_rng(20261201)
+    rows = []
+    print(
+        f"{'noise':<12} {'head/base':>9} {'called':>8} {'95% interval':>16} {'ambiguous':>9}  (of {args.runs})"
+    )
+    for model in MODELS:
+        for slowdown in args.slowdowns:
+            verdicts = [trial(rng, model, slowdown) for _ in range(args.runs)]
+            called = sum(v in ("regression", "improvement") for v in verdicts)
+            right = verdicts.count("regression") if slowdown > 1 else called  # A/A: any call is false
+            low, high = wilson(right, args.runs)
+            ambiguous = verdicts.count("ambiguous") / args.runs
+            rows.append({"noise": model, "slowdown": slowdown, "threshold": THRESHOLD[slowdown], "runs": args.runs,
+                         "called": right / args.runs, "ci95": [low, high], "ambiguous": ambiguous,
+                         "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))}})  # fmt: skip
+            print(
+                f"{model:<12} {slowdown:>9.2f} {right / args.runs:>8.1%} {f'{low:.1%} – {high:.1%}':>16} {ambiguous:>9.1%}"
+            )
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,474 @@
+"""The judge process: the reference, the comparison, the clock the verdict trusts, and the result channel.
+
+Run as `python -m kernelbot.harness.judge KEY_FD RESULT_FD TO_SUBJECT_FD FROM_SUBJECT_FD`, in its own OS
+sandbox, beside a subject process (worker.py) in another one. Commands from the parent arrive as JSON lines on
+stdin; answers leave sealed with the channel key on RESULT_FD. The subject never shares this process: it
+cannot read the key, patch the reference or the comparison, or reach this process's memory. What it sends
+is data: outputs are compared here against a reference computed here, and each timing sample is bounded by
+this process's own clock around the subject's work (`bound`): a subject that lies about its times gains at
+most the tolerance in TOLERANCE (docs/security.md says what that leaves).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import json
+import math
+import os
+import secrets
+import sys
+import time
+from typing import Any
+
+import torch
+
+# NOTE: captured before the operator's (untrusted) file is imported.
+from kernelbot.harness import audit, compare, guards, link, timing
+from kernelbot.harness.inputs import Failure, clone, input_sets_for, nbytes, refresh, set_bytes_budget
+from kernelbot.harness.loader import LoadError, Operator, seed_all
+from kernelbot.harness.protocol import HIDDEN_WORK, seal, write_frame
+
+_ns = time.perf_counter_ns
+# The judge's clock bounds what the subject claims for a batch of samples (see `bound`): the median of how
+# far its go-to-answer time exceeds the claim, beyond an honest sample's overhead (its floor), may reach this
+# (factor of the claim, milliseconds) before the excess counts. Medians, because the verdict works on
+# medians and the judge's clock jitters by more than a short sample's spread: charging every sample its own
+# jitter (tried) made the CPU's A/A intervals +-25%. On CUDA the events see only the GPU's work, and on the
+# H200 the judge's clock ran up to 3x over them for honest subjects (torch.compile, before the busy floor;
+# the cause was not found), so the CUDA tolerance stays at the in-process hidden-work rule's 1.5x + 0.5 ms.
+TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.03, 0.3)}
+# One sample whose judge's time exceeds its claim by more than this counts the judge's time whatever the
+# median says: a lie in a minority of samples moves a median little, and a large one not at all.
+GROSS = {"cuda": (4.0, 2.0), "cpu": (2.0, 1.0)}
+# A refresh (or the arm step) may take this much longer than its own floor before the excess is charged.
+PREP_TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.5, 0.3)}
+FLOOR_SAMPLES = 9
+# What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
+# finds its faults itself, so a subject that claims one is a candidate blaming the operator.
+SUBJECT_STATUSES = frozenset({"crashed", "build_error", "incorrect", "rejected"})
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def bound(
+    clocks: list[tuple[float, float, float]], tolerance: tuple[float, float], gross: tuple[float, float]
+) -> list[float]:
+    """What each sample of a batch counts (all its calls), from (claimed, over, excess) per sample.
+
+    `claimed` is what the subject's timer reported (events on CUDA), `over` how much longer the judge's clock
+    saw from the 'go' to the answer, less an honest sample's overhead (measured on trusted work before any
+    untrusted code loaded), `excess` what the subject's refresh and arm steps took beyond their floors (work
+    moved out of the window). The batch's median `over` past `tolerance` and its median `excess` are added to
+    every sample: a subject that understates consistently is charged what it hid, while the clock's jitter,
+    sample to sample, does not widen the distribution. A sample past `gross` counts the judge's time alone."""
+    claimed = [c for c, _, _ in clocks]
+    factor, margin = tolerance
+    hidden = max(0.0, _median([o for _, o, _ in clocks]) - ((factor - 1) * _median(claimed) + margin))
+    moved = _median([e for _, _, e in clocks])
+    counted = []
+    for c, o, e in clocks:
+        ms = c + hidden + moved
+        if o + e > (gross[0] - 1) * c + gross[1]:
+            ms = max(ms, c + o + e)
+        counted.append(ms)
+    return counted
+
+
+def charge(step_ms: float, floor_ms: float, tolerance: tuple[float, float]) -> float:
+    """What of an untimed step the subject controls (refresh, arm) is charged to its sample."""
+    factor, margin = tolerance
+    return max(0.0, step_ms - factor * floor_ms - margin)
+
+
+def malformed(exc: link.LinkError) -> Failure:
+    """What a message from the subject that breaks the link's rules makes of the evaluation."""
+    return Failure("rejected", f"anti-hack check: the subject process sent {exc}")
+
+
+def rebuild(description: Any, tensors: list[torch.Tensor], device: str, who: str) -> Any:
+    """An output as the subject described it: its tensors on the judge's device, or Mismatch for other types."""
+    try:
+        is_seq, items = description
+        out = []
+        for index, item in enumerate(items):
+            if "type" in item:
+                where = f" (output {index})" if len(items) > 1 else ""
+                raise compare.Mismatch(f"{who} returned {item['type']}{where}, not a torch.Tensor")
+            out.append(tensors.pop(0).to(device))
+    except compare.Mismatch:
+        raise
+    except Exception:
+        raise link.LinkError("an output description that does not match its tensors") from None
+    return out if is_seq else out[0]
+
+
+class Judge:
+    def __init__(self, peer: link.Peer) -> None:
+        self.peer = peer
+        self.device = "cpu"
+        self.op: Operator | None = None
+        self.timer: timing.Timer | None = None
+        self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
+        self._model64: Any = (
+            None  # the reference in float64, built when first needed, dropped after the check
+        )
+
+    # -- talking to the subject ---------------------------------------------------------------------
+    def ask(self, command: dict[str, Any], max_bytes: int = 0) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        try:
+            answer, tensors = self.peer.ask(command, max_bytes=max_bytes)
+        except EOFError:
+            raise Failure(
+                "crashed", "the subject process ended before answering", subject_gone=True
+            ) from None
+        except link.LinkError as exc:
+            raise malformed(exc) from None
+        if answer.get("ok") is not True:
+            # The subject's word on its own failure: only a status it may give, only finite error figures.
+            status = answer.get("status")
+            status = status if status in SUBJECT_STATUSES else "crashed"
+            extra = {
+                k: float(answer[k])
+                for k in ("max_abs_err", "max_rel_err")
+                if isinstance(answer.get(k), float | int) and math.isfinite(answer[k])
+            }
+            raise Failure(status, str(answer.get("reason", ""))[:2000], **extra)
+        return answer, tensors
+
+    def _timed(self, command: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        t0 = _ns()
+        answer, _ = self.ask(command)
+        return (_ns() - t0) / 1e6, answer
+
+    def _busy(self, calls: int) -> tuple[float, float]:
+        """A trusted sample of `calls` tiny kernels in the subject: the judge's time and the subject's claim."""
+        go_ms, answer = self._timed({"cmd": "go", "calls": calls})
+        return go_ms, float(answer["ms_total"])
+
+    def start(self, device: str) -> None:
+        """The subject's bare round trips, before any untrusted code is in either process."""
+        self.device = device
+        self.timer = timing.Timer(device)
+        self.ask({"cmd": "hello", "device": device})
+        pings = [self._timed({"cmd": "ping"})[0] for _ in range(FLOOR_SAMPLES)]
+        # An honest sample's overhead beyond its claim: trusted work of a sample's length, timed by both.
+        probe_ms = self._busy(64)[1]
+        target_ms = timing.TARGET_SAMPLE_S[device] * 1e3
+        calls = max(1, min(1_000_000, math.ceil(64 * target_ms / max(probe_ms, 1e-6))))
+        overs = [go - claimed for go, claimed in (self._busy(calls) for _ in range(FLOOR_SAMPLES))]
+        self.ping_floor_ms, self.go_floor_ms = _median(pings[2:]), _median(overs[2:])
+        if device == "cuda":
+            arms = []
+            for _ in range(FLOOR_SAMPLES):
+                self.timer.prepare_sample()
+                arms.append(self._timed({"cmd": "arm"})[0])
+            self.arm_floor_ms = _median(arms[2:])
+
+    # -- commands from the parent -------------------------------------------------------------------
+    def load(self, job: dict[str, Any]) -> None:
+        if self.timer is None or self.device != job["device"]:
+            if job["device"] == "cuda" and not torch.cuda.is_available():
+                raise Failure(
+                    "crashed", "CUDA was asked for but this machine has no CUDA device", who="operator"
+                )
+            self.start(job["device"])
+        guards.pin_precision(bool(job.get("allow_tf32")))
+        self.atol, self.rtol = job.get("atol"), job.get("rtol")
+        self.who = "the candidate" if job["subject"] == "candidate" else f"the {job['subject']} subject"
+        audit.install(audit.locations(job))
+        seed_all(0)
+        try:
+            self.op = Operator(job)
+        except LoadError as exc:
+            raise Failure("operator_error", str(exc), who=exc.who) from None
+        self.ask({"cmd": "load", "job": job})
+
+    def _reference(self, inputs: list[Any]) -> Any:
+        assert self.op is not None
+        try:
+            with torch.no_grad():
+                out = self.op.reference(*clone(inputs))
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            return out
+        except Exception as exc:
+            raise Failure(
+                "operator_error", f"the operator raised {type(exc).__name__}: {exc}"[:500]
+            ) from None
+
+    def _budget(self, refs: list[torch.Tensor], copies: int) -> int:
+        return copies * (2 * sum(r.numel() * r.element_size() for r in refs) + (1 << 20))
+
+    def _golden(self, inputs: list[Any], refs: list[torch.Tensor]) -> list[torch.Tensor] | str:
+        """The reference run in float64 (module and floating inputs cast up), or why it cannot be."""
+        assert self.op is not None
+        try:
+            if self._model64 is None:
+                ref = self.op.reference
+                self._model64 = copy.deepcopy(ref).double() if isinstance(ref, torch.nn.Module) else ref
+            up = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in inputs]
+            with torch.no_grad():
+                outs = compare.flatten(self._model64(*up), "the float64 reference")
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except torch.OutOfMemoryError:
+            return "not enough memory for a float64 copy of the operator"
+        except Exception as exc:
+            return f"the operator in float64 raised {type(exc).__name__}: {exc}"[:300]
+        for g, r in zip(outs, refs, strict=False):
+            if r.is_floating_point() and (g.dtype != torch.float64 or g.shape != r.shape):
+                return f"the operator in float64 returned {g.dtype} {list(g.shape)}"
+        return outs if len(outs) == len(refs) else "the operator in float64 returned other outputs"
+
+    def check(self, seeds: list[int]) -> dict[str, Any]:
+        try:
+            return self._check(seeds)
+        finally:
+            self._model64 = None  # a float64 copy of a network's weights is not kept past the check
+
+    def _check(self, seeds: list[int]) -> dict[str, Any]:
+        assert self.op is not None
+        worst = compare.Error(0.0, 0.0)
+        fingerprints: list[list[tuple[Any, ...]]] = []
+        for index, case in enumerate(self.op.cases):
+            for seed in seeds:
+                inputs = case.make(seed)
+                if index == 0 and seed == seeds[0]:
+                    self._same_inputs_again(inputs, case.make(seed))
+                ref = self._reference(inputs)
+                try:
+                    refs = compare.flatten(ref, "the reference")
+                except compare.Mismatch as exc:
+                    raise Failure("operator_error", f"{case.label}: {exc}") from None
+                for k, r in enumerate(refs):
+                    if r.is_floating_point() and r.numel() and bool(torch.isnan(r).all()):
+                        raise Failure(
+                            "operator_error",
+                            f"{case.label} seed {seed}: output {k} of the reference is all NaN; nothing can be "
+                            "checked against it (fix the operator or its input factory)",
+                        )
+                golden = compare.Golden(functools.partial(self._golden, inputs, refs))
+                if index == 0 and seed == seeds[0]:
+                    golden.get()  # the errors against float64 are reported for one seed at least
+                fingerprints.append([_fingerprint(r) for r in refs])
+                answer, tensors = self.ask(
+                    {"cmd": "run", "case": index, "seed": seed, "repeat": 2}, self._budget(refs, 2)
+                )
+                outputs = answer.get("outputs")
+                if not isinstance(outputs, list) or len(outputs) != 2:
+                    raise Failure("rejected", "anti-hack check: the subject process answered a run wrongly")
+                try:
+                    out = rebuild(outputs[0], tensors, self.device, self.who)
+                    again = rebuild(outputs[1], tensors, self.device, self.who)
+                    err = compare.compare(out, ref, self.atol, self.rtol, golden)
+                    compare.compare(
+                        again, ref, self.atol, self.rtol, golden
+                    )  # same outputs twice, both right
+                except link.LinkError as exc:
+                    raise malformed(exc) from None
+                except compare.MismatchWithError as exc:
+                    raise Failure(
+                        "incorrect",
+                        f"{case.label} seed {seed}: {exc}",
+                        max_abs_err=exc.error.max_abs,
+                        max_rel_err=exc.error.max_rel,
+                        fp64_err=exc.error.fp64_err,
+                        fp64_ref_err=exc.error.fp64_ref_err,
+                    ) from None
+                except compare.Mismatch as exc:
+                    raise Failure("incorrect", f"{case.label} seed {seed}: {exc}") from None
+                worst = worst.worse(err)
+                if not compare.identical_or_rounding(out, again, self.atol, self.rtol):
+                    raise Failure(
+                        "incorrect",
+                        f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)",
+                    )
+                del ref, out, again, refs, golden
+        degenerate = len(seeds) > 1 and all(f == fingerprints[0] for f in fingerprints[1 : len(seeds)])
+        return {
+            "max_abs_err": worst.max_abs,
+            "max_rel_err": worst.max_rel,
+            "fp64_err": worst.fp64_err,
+            "fp64_ref_err": worst.fp64_ref_err,
+            "by_fp64": worst.by_fp64,
+            "degenerate": degenerate,
+            "cases": [c.label for c in self.op.cases],
+        }
+
+    def _same_inputs_again(self, first: list[Any], second: list[Any]) -> None:
+        """The subject makes its own inputs from the seed: the factory must give the same ones each time."""
+        for a, b in zip(first, second, strict=True):
+            same = (
+                torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
+            )
+            if not same:
+                raise Failure(
+                    "operator_error",
+                    "the operator's inputs differ between two draws with the same seed: draw them from torch's "
+                    "random generators (seeded by the harness), not from another source",
+                )
+
+    def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        assert self.op is not None and self.timer is not None
+        case = self.op.cases[0]
+        seed = int(cmd.get("seed", 1_000_003))
+        first = case.make(seed)
+        budget = set_bytes_budget(self.device)
+        begun, _ = self.ask({"cmd": "time_begin", "seed": seed, "calls": cmd.get("calls"), "budget": budget})
+        calls = begun.get("calls")
+        if type(calls) is not int or not 1 <= calls <= timing.MAX_CALLS_PER_SAMPLE:
+            raise Failure(
+                "rejected", f"anti-hack check: the subject process chose {calls!r} calls per sample"
+            )
+        if cmd.get("calls") and calls != cmd["calls"]:
+            raise Failure("rejected", "anti-hack check: the subject process changed the calls per sample")
+        n_sets = input_sets_for(calls, nbytes(first), budget)
+        if begun.get("n_sets") != n_sets:
+            raise Failure("rejected", "anti-hack check: the subject process rotates other input sets")
+        # The judge's own copies of the sets (the masters of its refreshes).
+        originals = [first] + [case.make(seed + i) for i in range(1, n_sets)]
+        # The judge's copy of what the subject's calls are given: refreshed as the subject's is, each sample,
+        # and timed then, so that the subject's refresh is held against the judge's in the same moment.
+        given = [clone(values) for values in originals]
+        prep_tolerance = PREP_TOLERANCE[self.device]
+
+        def take() -> timing.Sample:
+            seed = secrets.randbits(62)
+            own_prep_ms = self._refresh(given, originals, seed)
+            prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
+            excess = charge(prep_ms, self.ping_floor_ms + own_prep_ms, prep_tolerance)
+            if self.device == "cuda":
+                assert self.timer is not None
+                self.timer.prepare_sample()  # the L2 flush that counts: here, after the subject's refresh
+                arm_ms, _ = self._timed({"cmd": "arm"})
+                excess += charge(arm_ms, self.arm_floor_ms, prep_tolerance)
+            go_ms, answer = self._timed({"cmd": "go"})
+            claimed = answer.get("ms_total")
+            if not isinstance(claimed, float | int) or not math.isfinite(claimed) or claimed < 0:
+                raise Failure("rejected", "anti-hack check: the subject process reported an impossible time")
+            return timing.Sample(
+                float(claimed) / calls,
+                descheduled=answer.get("descheduled") is True,
+                hidden=answer.get("hidden") is True,
+                clock=(float(claimed), go_ms - self.go_floor_ms - float(claimed), excess),
+            )
+
+        clock_before = self.timer.sm_clock()
+        samples = timing.measure(
+            take,
+            calls=calls,
+            min_samples=int(cmd["min_samples"]),
+            max_samples=int(cmd["max_samples"]),
+            target_rse=float(cmd["target_rse"]),
+            budget_s=float(cmd["budget_s"]),
+        )
+        if samples.hidden * 2 > len(samples.times_ms):
+            raise Failure(
+                "rejected",
+                f"anti-hack check: in {samples.hidden} of {len(samples.times_ms)} samples {HIDDEN_WORK} (work on another stream or thread)",
+            )
+        self._recheck(given)  # the inputs the last sample's calls were given
+        clocks = [s.clock for s in samples.kept]
+        counted = bound(clocks, TOLERANCE[self.device], GROSS[self.device])
+        return {
+            "times_ms": [ms / calls for ms in counted],
+            "debug": [clocks, self.go_floor_ms],
+            "calls_per_sample": calls,
+            "stopped_by": samples.stopped_by,
+            "sm_clock_mhz": [clock_before, self.timer.sm_clock()],
+            "l2_flush": self.device == "cuda",
+            "l2_persist_reset": self.device == "cuda" and self.timer.prepare_sample(),
+            "wall_bound": sum(ms > c * 1.001 for ms, (c, _, _) in zip(counted, clocks, strict=True)),
+        }
+
+    def _refresh(self, sets: list[list[Any]], masters: list[list[Any]], seed: int) -> float:
+        """The judge's own refresh, as the subject's; its time in ms."""
+        t0 = _ns()
+        refresh(sets, masters, seed)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return (_ns() - t0) / 1e6
+
+    def _recheck(self, masters: list[list[Any]]) -> None:
+        """What the timed calls returned, against the reference on the inputs they were given."""
+        refs = [self._reference(values) for values in masters]
+        flat = [t for r in refs for t in compare.flatten(r, "the reference")]
+        answer, tensors = self.ask({"cmd": "outputs"}, self._budget(flat, 1))
+        described = answer.get("outputs")
+        if not isinstance(described, list) or len(described) != len(masters):
+            raise Failure("rejected", "anti-hack check: the subject process answered for other input sets")
+        for desc, ref in zip(described, refs, strict=True):
+            try:
+                compare.compare(rebuild(desc, tensors, self.device, self.who), ref, self.atol, self.rtol)
+            except link.LinkError as exc:
+                raise malformed(exc) from None
+            except compare.Mismatch as exc:
+                raise Failure("incorrect", f"outputs of the timed calls are wrong: {exc}") from None
+
+
+def _fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
+    """Enough of a reference output to tell two seeds' apart without keeping either alive."""
+    flat = t.detach().reshape(-1)
+    if flat.numel() == 0:
+        return (0,)
+    values = flat.double() if flat.is_floating_point() or flat.is_complex() else flat.long()
+    return (
+        float(values.sum().real if values.is_complex() else values.sum()),
+        flat[:8].tolist(),
+        flat.numel(),
+    )
+
+
+def main() -> None:
+    key_fd, result_fd, to_subject, from_subject = (int(a) for a in sys.argv[1:5])
+    device = sys.argv[5]
+    with os.fdopen(key_fd, "rb") as handle:
+        key = handle.read()
+    for fd in (result_fd, to_subject, from_subject):
+        os.set_inheritable(fd, False)
+    judge = Judge(link.Peer(to_subject, from_subject))
+    # The floors are taken now, before the first command: the subject starts its device meanwhile, and no
+    # untrusted code is in either process yet.
+    if device != "cuda" or torch.cuda.is_available():
+        with contextlib.suppress(Failure):
+            judge.start(device)
+
+    def reply(payload: dict[str, Any]) -> None:
+        refused = audit.refusal()
+        if refused is not None:  # the operator's own code, here: the run is void
+            payload = {"ok": False, "status": "operator_error", "reason": f"the sandbox refused {refused}"}
+        write_frame(result_fd, seal(key, payload))
+
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        try:
+            if cmd["cmd"] == "load":
+                judge.load(cmd["job"])
+                reply({"ok": True})
+            elif cmd["cmd"] == "check" and judge.op is not None:
+                reply({"ok": True, **judge.check(cmd["seeds"])})
+            elif cmd["cmd"] == "time" and judge.op is not None:
+                with torch.no_grad():
+                    reply({"ok": True, **judge.time(cmd)})
+            elif cmd["cmd"] == "quit":
+                with contextlib.suppress(Exception):
+                    judge.peer.ask({"cmd": "quit"}, timeout_s=5)
+                reply({"ok": True})
+                return
+            else:
+                reply({"ok": False, "status": "crashed", "reason": f"bad command {cmd.get('cmd')!r}"})
+        except Failure as exc:
+            reply({"ok": False, "status": exc.status, "reason": exc.reason, **exc.extra})
+        except BaseException as exc:  # only the operator's code and ours run here: never the subject's fault
+            reply({"ok": False, "status": "operator_error", "reason": f"{type(exc).__name__}: {exc}"[:2000]})
+        if judge.device == "cuda":
+            torch.cuda.empty_cache()  # what this process holds between commands is the subject's to use
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Trust: what PR and candidate code can reach, tried as an attacker would (docs/security.md).
+
+Each attack runs as a real candidate through `evaluate()` with the static check off, so what is asserted is
+what the runtime layers (the OS sandbox, the audit hook, the judge's separate process and clock) do alone.
+The runner's secrets are planted in this process's environment and on its disk; none may come back.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelbot.harness import jail
+from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.results import Evaluation, reward
+
+HERE = Path(__file__).parent / "adversarial"
+TRUST, OPS, HONEST = HERE / "trust", HERE / "ops", HERE / "honest"
+SETTINGS = Settings(time_budget_s=0.3, min_samples=10, max_samples=12, timeout_s=60, seeds=5)
+SECRETS = {
+    "GITHUB_TOKEN": "ghs_" + uuid.uuid4().hex,
+    "GH_PAT": "github_pat_" + uuid.uuid4().hex,
+    "KERNELBOT_DB_URL": f"postgresql://bot:{uuid.uuid4().hex}@db/kernelbot",
+    "AWS_ACCESS_KEY_ID": "AKIA" + uuid.uuid4().hex[:16].upper(),
+}
+MATMUL = {"kind": "kernelbench", "root": str(OPS), "file": "matmul_op.py", "device": "cpu",
+          "allow_tf32": False, "atol": None, "rtol": None}  # fmt: skip
+
+pytestmark = pytest.mark.skipif(jail.probe() is not None, reason=f"no OS sandbox here: {jail.probe()}")
+
+
+@pytest.fixture(autouse=True)
+def planted_secrets(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    for key, value in SECRETS.items():
+        monkeypatch.setenv(key, value)
+    return SECRETS
+
+
+class Listener:
+    """A TCP server on the runner's loopback that records whatever reaches it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.received: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                self.received.append(conn.recv(1024))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sock.close()
+
+
+def _attack(name: str, tmp_path: Path, **fill: Any) -> Evaluation:
+    source = (TRUST / f"{name}.py").read_text()
+    for key, value in fill.items():
+        blank = "0" if isinstance(value, int) else '""'
+        source = source.replace(f"{key} = {blank}", f"{key} = {value!r}")
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return evaluate(MATMUL, "candidate", SETTINGS, candidate=str(path), static_check=False)
+
+
+def _leaks(ev: Evaluation) -> list[str]:
+    return [k for k, v in SECRETS.items() if v in (ev.reason or "")]
+
+
+def _processes_with(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if marker in line and "ps -eo" not in line]
+
+
+def test_frame_walking_through_computed_names_is_refused_and_earns_nothing(tmp_path: Path) -> None:
+    ev = _attack("frame_walk_computed", tmp_path)
+    assert ev.status == "rejected" and "tb_frame" in ev.reason
+    assert reward(ev, None, None) == -1
+
+
+def test_a_timer_patched_through_a_signal_frame_is_timed_by_the_judges_clock(tmp_path: Path) -> None:
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("frame_walk_signal", tmp_path)
+    assert honest.ok and honest.timing is not None
+    if ev.ok:  # it may also be caught; if not, its nanosecond claims must not survive the judge's clock
+        assert ev.timing is not None
+        assert ev.timing.median_ms > 0.3 * honest.timing.median_ms, (
+            ev.timing.median_ms,
+            honest.timing.median_ms,
+        )
+        assert ev.timing.wall_bound > 0  # the samples counted the judge's time, not the claim
+    else:
+        assert ev.status in ("rejected", "crashed")
+
+
+def test_proc_environ_and_the_parents_environment_are_out_of_reach(tmp_path: Path) -> None:
+    ev = _attack("proc_environ", tmp_path)
+    assert not ev.ok and _leaks(ev) == []
+    assert ev.status == "rejected" and "/proc" in ev.reason
+
+
+def test_a_socket_through_the_private_module_is_refused(tmp_path: Path) -> None:
+    listener = Listener()
+    try:
+        ev = _attack("socket_exfil", tmp_path, PORT=listener.port)
+        time.sleep(0.3)
+    finally:
+        listener.close()
+    assert ev.status == "rejected" and "socket" in ev.reason
+    assert listener.received == []
+
+
+def test_a_process_started_past_the_audit_hook_stays_inside_the_os_sandbox(tmp_path: Path) -> None:
+    """fork_exec is not audited: the shell and Python it starts see no secret, write nothing outside, reach
+    no socket of the runner's, and the daemon they leave dies with the sandbox."""
+    listener = Listener()
+    outside = tmp_path / "outside" / "pwned"
+    outside.parent.mkdir()
+    marker = "kb" + uuid.uuid4().hex[:12]
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        ev = _attack(
+            "escape_subprocess",
+            tmp_path,
+            PORT=listener.port,
+            REPO=str(repo),
+            OUTSIDE=str(outside),
+            MARKER=marker,
+        )
+        time.sleep(0.5)
+    finally:
+        listener.close()
+    assert not ev.ok
+    assert "done" in ev.reason, ev.reason  # the shell ran: what follows is what it could do
+    assert "leaked:0" in ev.reason and _leaks(ev) == []  # no secret in any environment it can see
+    assert "git:0" in ev.reason  # the repository's .git (its remote's credentials) is hidden
+    # The runner's home shows no more than the interpreter's own prefix, where Python lives under it.
+    home = {p.relative_to(Path.home()).parts[0] for p in jail.python_paths() if p.is_relative_to(Path.home())}
+    shown = ev.reason.split("home:", 1)[1].split(" |", 1)[0]
+    assert set(filter(None, shown.split(","))) <= home, shown
+    assert "write-refused" in ev.reason and not outside.exists()
+    assert "connect-refused" in ev.reason and listener.received == []
+    assert _processes_with(marker) == []
+
+
+def test_an_answer_queued_before_the_judge_asks_is_rejected(tmp_path: Path) -> None:
+    ev = _attack("fake_answer", tmp_path)
+    assert ev.status == "rejected" and "subject process sent" in ev.reason
+
+
+def test_the_sandbox_environment_is_an_allow_list() -> None:
+    env = jail.environment({"PYTHONPATH": "/x"})
+    assert not set(SECRETS) & set(env)
+    assert env["HOME"] == "/tmp" and env["PYTHONPATH"] == "/x"
+
+
+def test_honest_candidates_keep_passing_in_the_sandbox() -> None:
+    ev = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_blocked.py"))
+    assert ev.ok and ev.timing is not None and ev.timing.median_ms > 0
+
+
+def test_without_bubblewrap_untrusted_code_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jail.shutil, "which", lambda name: None)
+    jail.probe.cache_clear()
+    try:
+        with pytest.raises(
+            jail.JailUnavailable, match=r"install it \(apt-get install bubblewrap\).*harness\.sandbox: none"
+        ):
+            jail.require("bwrap")
+        jail.require("none")  # the explicit opt-out
+    finally:
+        jail.probe.cache_clear()
+
+
+def test_a_candidate_that_returns_nothing_when_timed_is_incorrect(tmp_path: Path) -> None:
+    """It tells the timing's reused input objects from the check's fresh clones and returns None there."""
+    ev = _attack("none_when_timed", tmp_path)
+    assert ev.status == "incorrect" and "timed calls are wrong" in ev.reason and "NoneType" in ev.reason
+
+
+def test_precomputing_the_next_refreshes_earns_nothing(tmp_path: Path) -> None:
+    """With inputs refreshed by a fixed shift it computed 400 samples ahead in an untimed step (5.6x 'faster',
+    reward 3, before the refresh became a permutation the judge draws for each sample)."""
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("precompute_refreshes", tmp_path)
+    assert honest.ok and honest.timing is not None
+    if ev.ok:
+        assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms
+    else:
+        assert ev.status == "incorrect"
+
+
+def test_a_log_flood_is_cut_off_at_the_file_size_cap(tmp_path: Path) -> None:
+    ev = _attack("log_flood", tmp_path)
+    # The write past the cap fails (EFBIG) inside the sandbox; nothing it printed passes for a verdict.
+    assert ev.status == "build_error" and "File too large" in ev.reason and "reward: 3" not in ev.reason
+
+
+def test_a_checkout_on_the_runners_python_path_is_not_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    token = "ghs_" + uuid.uuid4().hex
+    (checkout / ".git" / "config").write_text(f"[http]\n\textraheader = AUTHORIZATION: basic {token}\n")
+    monkeypatch.syspath_prepend(str(checkout))  # as `python -m` from that folder does
+    ev = _attack("checkout_on_path", tmp_path, CHECKOUT=str(checkout))
+    assert ev.status == "crashed" and "unreadable" in ev.reason and token not in ev.reason
+
+
+def test_a_candidate_cannot_choose_its_own_failure_status_or_fields(tmp_path: Path) -> None:
+    ev = _attack("blame_operator", tmp_path)
+    assert ev.status == "crashed" and not ev.ok  # not "operator_error", not ok
+    assert ev.max_abs_err is None  # "boom" is dropped, not passed on
+
+
+def test_a_module_planted_in_the_compiler_cache_does_not_vouch_for_its_importer(tmp_path: Path) -> None:
+    ev = _attack("generated_module", tmp_path)
+    assert ev.status in ("rejected", "build_error") and "sys._getframe" in ev.reason
+
+
+def test_proc_through_a_doubled_slash_or_a_relative_path_is_refused(tmp_path: Path) -> None:
+    ev = _attack("proc_double_slash", tmp_path)
+    assert ev.status == "rejected" and "//proc/1/environ" in ev.reason and _leaks(ev) == []
