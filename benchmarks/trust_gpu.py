@@ -26,17 +26,28 @@ CASES = [
 ]
 CHILD = r"""
 import json, sys, time
-from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.evaluate import Handle, Settings, timing_from
 job, subject, candidate = json.loads(sys.argv[1]), sys.argv[2], (sys.argv[3] or None)
 kw = {"sandbox": "bwrap"} if "sandbox" in Settings.__dataclass_fields__ else {}
 settings = Settings(time_budget_s=2.0, timeout_s=300, **kw)
-t0 = time.perf_counter()
-ev = evaluate(job, subject, settings, candidate=candidate)
-wall = time.perf_counter() - t0
-print(json.dumps({"status": ev.status, "reason": (ev.reason or "")[:300], "wall_s": wall,
-                  "median_ms": ev.timing.median_ms if ev.timing else None,
-                  "samples": ev.timing.samples if ev.timing else None,
-                  "wall_bound": ev.timing.wall_bound if ev.timing else None}))
+marks = [("start", time.perf_counter())]
+status, reason, timing = "ok", "", None
+with Handle(job, subject, settings, candidate=candidate) as handle:
+    marks.append(("load", time.perf_counter()))
+    if handle.check() is not None:
+        marks.append(("check", time.perf_counter()))
+        answer = handle.time_batch(settings.min_samples, settings.max_samples, settings.time_budget_s)
+        marks.append(("time", time.perf_counter()))
+        timing = timing_from([answer]) if answer is not None else None
+    if handle.failure is not None:
+        status, reason = handle.failure.status, handle.failure.reason
+marks.append(("close", time.perf_counter()))
+phases = {name: round(t - marks[i][1], 2) for i, (name, t) in enumerate(marks[1:])}
+print(json.dumps({"status": status, "reason": (reason or "")[:300], "wall_s": marks[-1][1] - marks[0][1],
+                  "phases_s": phases,
+                  "median_ms": timing.median_ms if timing else None,
+                  "samples": timing.samples if timing else None,
+                  "wall_bound": timing.wall_bound if timing else None}))
 """
 
 
@@ -52,6 +63,13 @@ def run(pythonpath: str, subject: str, candidate: Path | None) -> dict:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"status": "harness_error", "reason": (done.stderr or done.stdout)[-400:], "wall_s": None}
+
+
+def _wall(result: dict) -> str:
+    if not result.get("wall_s"):
+        return "–"
+    parts = "/".join(f"{result['phases_s'][k]:.1f}" for k in ("load", "check", "time") if k in result.get("phases_s", {}))
+    return f"{result['wall_s']:.1f} ({parts})" if parts else f"{result['wall_s']:.1f}"
 
 
 def main() -> None:
@@ -71,15 +89,14 @@ def main() -> None:
         rows.append({"case": label, "new": new, "old": old})
         print(json.dumps(rows[-1]), flush=True)
     eager = next((r["new"].get("median_ms") for r in rows if r["case"] == "eager"), None)
-    lines = ["| subject | status (jailed judge + subject) | median ms | vs eager | wall s | wall s before | status before |",
+    lines = ["| subject | status (jailed judge + subject) | median ms | vs eager | wall s (load/check/time) | wall s before (load/check/time) | status before |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         n, o = r["new"], r["old"]
         ratio = f"{eager / n['median_ms']:.2f}×" if eager and n.get("median_ms") else "–"
         med = f"{n['median_ms']:.4f}" if n.get("median_ms") else "–"
         lines.append(
-            f"| {r['case']} | {n['status']} | {med} | {ratio} | {n.get('wall_s') or 0:.1f} | "
-            f"{o.get('wall_s') or 0:.1f} | {o.get('status', '–')} |"
+            f"| {r['case']} | {n['status']} | {med} | {ratio} | {_wall(n)} | {_wall(o)} | {o.get('status', '–')} |"
         )
     table = "\n".join(lines)
     print(table)

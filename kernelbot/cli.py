@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 from collections.abc import Sequence
 
 from kernelbot import __version__
@@ -29,11 +30,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A command's --time counts from the process's start (Python and the imports) when run from the shell,
+    # from this call when called in-process (tests, scripts).
+    started = stop.process_started() if argv is None else time.monotonic()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
+    args.started = started
     previous = stop.install()
     try:
         return int(args.run(args))

@@ -187,9 +187,11 @@ def optimize_operator(
     time_s: float | None = None,
     rules_for_analysis: list[str] | None = None,
     progress: Progress = lambda _: None,
+    started: float | None = None,
 ) -> OptimizeResult:
+    """`started`: when the run began on time.monotonic()'s clock (a command's process start), else now."""
     budget = budget or config.agent.budget
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
     deadline = started + (time_s or config.agent.time_s)  # a hard bound: every request gets what is left
     check = check_operator(
         spec, root, config, fingerprint, with_compile=True, deadline=deadline, progress=progress
@@ -198,15 +200,17 @@ def optimize_operator(
     cache = baselines.cache_root(fingerprint.key)
     settings = settings_for(config, cache)
     phases = {"baselines": time.monotonic() - started}
-    progress(f"{spec.name}: analysing the operator")
-    facts = analyze_operator(
-        job,
-        rules_for_analysis or [],
-        timeout_s=max(1.0, min(ANALYSIS_TIMEOUT_S, deadline - time.monotonic())),
-        cache_dir=cache,
-        spec_hash=spec.spec_hash(root),
-        sandbox=settings.sandbox,
-    )
+    facts: dict[str, Any] = {}
+    if deadline - time.monotonic() >= 1.0:  # no time left: no analysis either (the loop below stops at once)
+        progress(f"{spec.name}: analysing the operator")
+        facts = analyze_operator(
+            job,
+            rules_for_analysis or [],
+            timeout_s=min(ANALYSIS_TIMEOUT_S, deadline - time.monotonic()),
+            cache_dir=cache,
+            spec_hash=spec.spec_hash(root),
+            sandbox=settings.sandbox,
+        )
     phases["analysis"] = time.monotonic() - started - phases["baselines"]
     eager_ms = check.eager.timing.median_ms if check.eager.timing else None
     facts["eager_ms"] = eager_ms

@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 time_s=args.time_s,
                 rules_for_analysis=rewrites,
                 progress=step,
+                started=getattr(args, "started", None),  # --time counts the command's start-up too
             )
     except (KernelbotError, KeyboardInterrupt) as exc:  # before any candidate: a JSON result all the same
         stopped = stop.acknowledge(exc) if isinstance(exc, KeyboardInterrupt) else "error"

@@ -59,31 +59,49 @@ def memory_note(device: str) -> str:
     return f" (this process peaked at {peak / gib:.1f} GiB; {free / gib:.1f} of {total / gib:.1f} GiB free on the GPU)"
 
 
-PERMUTE_MAX = 1 << 20  # elements; larger inputs get a random cyclic shift (no index tensor of 8 bytes each)
+# Elements up to which an input is reordered by a full random permutation; above, by a random cyclic shift
+# and then a random order of BLOCKS equal blocks (BLOCKS! x n orders: none can be precomputed for). A full
+# permutation of a million elements costs ~100 ms on one CPU core, both sides, every sample; the shift and
+# the block order cost three copies.
+PERMUTE_MAX = 1 << 14
+BLOCKS = 64
+
+
+def _order(flat: torch.Tensor, seed: int) -> tuple[Any, ...]:
+    generator = torch.Generator(device=flat.device).manual_seed(seed)
+    n = flat.numel()
+    if n <= PERMUTE_MAX:
+        return ("perm", torch.randperm(n, generator=generator, device=flat.device))
+    shift = int(torch.randint(1, n, (1,), generator=generator, device=flat.device))
+    blocks = torch.randperm(BLOCKS, generator=generator, device=flat.device)
+    return ("blocks", shift, blocks)
+
+
+def _reorder(flat: torch.Tensor, order: tuple[Any, ...]) -> None:
+    if order[0] == "perm":
+        flat.copy_(flat[order[1]])
+        return
+    _, shift, blocks = order
+    rolled = flat.roll(shift)
+    whole = flat.numel() // BLOCKS * BLOCKS  # the remainder (< BLOCKS elements) keeps its shifted place
+    flat[:whole].copy_(rolled[:whole].view(BLOCKS, -1)[blocks].view(-1))
+    flat[whole:].copy_(rolled[whole:])
 
 
 def permute(input_sets: list[list[Any]], seed: int) -> None:
     """New contents for every floating input: its own values reordered by `seed`, which the judge picks
     afresh for each sample and sends only when the sample is prepared, so no subject can know (or compute
-    for) the next sample's inputs ahead of time. Up to PERMUTE_MAX elements a random permutation (one per
-    size and device a sample); above, a random cyclic shift, of which there are too many to precompute for.
-    The multiset of values, and so the distribution the factory drew, stays as it was."""
-    orders: dict[tuple[int, str], Any] = {}
+    for) the next sample's inputs ahead of time. The order is one of more than can be precomputed for
+    (PERMUTE_MAX says which kind), the same for all inputs of one size and device in a sample. The multiset
+    of values, and so the distribution the factory drew, stays as it was."""
+    orders: dict[tuple[int, str], tuple[Any, ...]] = {}
     with torch.no_grad():
         for v in (v for values in input_sets for v in values):
             if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous():
                 flat, key = v.view(-1), (v.numel(), str(v.device))
                 if key not in orders:
-                    generator = torch.Generator(device=flat.device).manual_seed(seed)
-                    orders[key] = (
-                        torch.randperm(flat.numel(), generator=generator, device=flat.device)
-                        if flat.numel() <= PERMUTE_MAX
-                        else int(
-                            torch.randint(1, flat.numel(), (1,), generator=generator, device=flat.device)
-                        )
-                    )
-                order = orders[key]
-                flat.copy_(flat.roll(order) if isinstance(order, int) else flat[order])
+                    orders[key] = _order(flat, seed)
+                _reorder(flat, orders[key])
 
 
 def restore(sets: list[list[Any]], masters: list[list[Any]]) -> None:

@@ -120,8 +120,19 @@ class Judge:
 
     # -- talking to the subject ---------------------------------------------------------------------
     def ask(self, command: dict[str, Any], max_bytes: int = 0) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        return self.collect(self.post(command), max_bytes)
+
+    def post(self, command: dict[str, Any]) -> int:
         try:
-            answer, tensors = self.peer.ask(command, max_bytes=max_bytes)
+            return self.peer.post(command)
+        except EOFError:
+            raise Failure(
+                "crashed", "the subject process ended before answering", subject_gone=True
+            ) from None
+
+    def collect(self, nonce: int, max_bytes: int = 0) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        try:
+            answer, tensors = self.peer.answer(nonce, max_bytes=max_bytes)
         except EOFError:
             raise Failure(
                 "crashed", "the subject process ended before answering", subject_gone=True
@@ -237,6 +248,9 @@ class Judge:
         fingerprints: list[list[tuple[Any, ...]]] = []
         for index, case in enumerate(self.op.cases):
             for seed in seeds:
+                # The subject runs while the judge makes its own inputs and reference (the check's two halves
+                # overlap); its answer is read only once the reference says how many bytes may come back.
+                asked = self.post({"cmd": "run", "case": index, "seed": seed, "repeat": 2})
                 inputs = case.make(seed)
                 if index == 0 and seed == seeds[0]:
                     self._same_inputs_again(inputs, case.make(seed))
@@ -256,9 +270,7 @@ class Judge:
                 if index == 0 and seed == seeds[0]:
                     golden.get()  # the errors against float64 are reported for one seed at least
                 fingerprints.append([_fingerprint(r) for r in refs])
-                answer, tensors = self.ask(
-                    {"cmd": "run", "case": index, "seed": seed, "repeat": 2}, self._budget(refs, 2)
-                )
+                answer, tensors = self.collect(asked, self._budget(refs, 2))
                 outputs = answer.get("outputs")
                 if not isinstance(outputs, list) or len(outputs) != 2:
                     raise Failure("rejected", "anti-hack check: the subject process answered a run wrongly")
@@ -396,9 +408,10 @@ class Judge:
 
     def _recheck(self, masters: list[list[Any]]) -> None:
         """What the timed calls returned, against the reference on the inputs they were given."""
+        asked = self.post({"cmd": "outputs"})  # sent while the references are computed
         refs = [self._reference(values) for values in masters]
         flat = [t for r in refs for t in compare.flatten(r, "the reference")]
-        answer, tensors = self.ask({"cmd": "outputs"}, self._budget(flat, 1))
+        answer, tensors = self.collect(asked, self._budget(flat, 1))
         described = answer.get("outputs")
         if not isinstance(described, list) or len(described) != len(masters):
             raise Failure("rejected", "anti-hack check: the subject process answered for other input sets")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kernelbot.harness.protocol import ChannelError, read_exact, write_frame
+from kernelbot.harness.protocol import ChannelError, read_exact, read_into, write_frame
 
 _LEN = struct.Struct(">Q")
 MAX_HEADER = 1 << 20
@@ -50,14 +50,16 @@ def describe(output: Any) -> tuple[list[Any], list[torch.Tensor]]:
 
 
 def send(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:  # type: ignore[assignment]
-    """One message: the header (with each tensor's dtype and shape added), then each tensor's bytes."""
+    """One message: the header (with each tensor's dtype and shape added), then each tensor's bytes, written
+    from the tensor's own memory."""
     specs = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)} for t in tensors]
     body = json.dumps({**header, "tensors": specs}, separators=(",", ":")).encode()
-    parts = [_LEN.pack(len(body)), body]
+    write_frame(fd, _LEN.pack(len(body)) + body)
     for t in tensors:
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        parts += [_LEN.pack(len(raw)), raw]
-    write_frame(fd, b"".join(parts))
+        raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
+        write_frame(fd, _LEN.pack(len(raw)))
+        if len(raw):
+            write_frame(fd, memoryview(raw))
 
 
 def receive(fd: int, deadline: float, max_bytes: int) -> tuple[dict[str, Any], list[torch.Tensor]]:
@@ -82,8 +84,9 @@ def receive(fd: int, deadline: float, max_bytes: int) -> tuple[dict[str, Any], l
         if nbytes != expected or nbytes > budget:
             raise LinkError(f"a tensor of {nbytes} bytes where {expected} (at most {budget}) were due")
         budget -= nbytes
-        raw = bytearray(_read(fd, nbytes, deadline)) if nbytes else bytearray()
-        flat = torch.frombuffer(raw, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+        flat = torch.empty(nbytes, dtype=torch.uint8)
+        if nbytes:
+            _read_into(fd, flat.numpy(), deadline)
         tensors.append(flat.view(dtype).reshape(shape))
     return header, tensors
 
@@ -106,21 +109,39 @@ def _read(fd: int, size: int, deadline: float) -> bytes:
         raise LinkError(str(exc)) from None
 
 
+def _read_into(fd: int, buffer: Any, deadline: float) -> None:
+    try:
+        read_into(fd, buffer, deadline)
+    except ChannelError:
+        raise EOFError("the other process is gone") from None
+    except OSError as exc:
+        raise LinkError(str(exc)) from None
+
+
 class Peer:
     """The judge's end: ask one question, get its answer (checked against the question's nonce)."""
 
     def __init__(self, to_fd: int, from_fd: int) -> None:
         self.to_fd, self.from_fd = to_fd, from_fd
 
-    def ask(
-        self, command: dict[str, Any], *, max_bytes: int = 0, timeout_s: float = 1e9
-    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def post(self, command: dict[str, Any]) -> int:
+        """Send one question; its answer is read by `answer` (the judge works meanwhile). The nonce back."""
         nonce = secrets.randbits(63)
         try:
             send(self.to_fd, {**command, "n": nonce})
         except OSError:
             raise EOFError("the subject process is gone") from None
+        return nonce
+
+    def answer(
+        self, nonce: int, *, max_bytes: int = 0, timeout_s: float = 1e9
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         header, tensors = receive(self.from_fd, time.monotonic() + timeout_s, max_bytes)
         if header.get("n") != nonce:
             raise LinkError("an answer to a question not asked (its nonce does not match)")
         return header, tensors
+
+    def ask(
+        self, command: dict[str, Any], *, max_bytes: int = 0, timeout_s: float = 1e9
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        return self.answer(self.post(command), max_bytes=max_bytes, timeout_s=timeout_s)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot.harness import jail
-from kernelbot.harness.protocol import ChannelError, open_sealed, read_frame
+from kernelbot.harness.protocol import ChannelError, open_sealed, read_frame, widen
 
 MAX_FILE_BYTES = 256 << 20
 
@@ -115,6 +115,8 @@ class Sandbox:
         self._result_r, result_w = os.pipe()
         to_subject_r, to_subject_w = os.pipe()
         from_subject_r, from_subject_w = os.pipe()
+        for fd in (to_subject_w, from_subject_w):  # outputs and inputs cross these: a tensor in few reads
+            widen(fd)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox; closed in close())
         self._subject_log = tempfile.TemporaryFile()  # noqa: SIM115 (likewise)
         limit = memory_limit_mb * 1024 * 1024 if device == "cpu" else None

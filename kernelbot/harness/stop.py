@@ -9,8 +9,10 @@ on. The handler therefore also records the signal, and `check` raises it again a
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -54,3 +56,18 @@ def acknowledge(exc: KeyboardInterrupt) -> str:
     """The run has caught the stop and is winding down: "SIGINT" or "SIGTERM"."""
     _pending.clear()
     return exc.signal if isinstance(exc, Stopped) else "SIGINT"
+
+
+def process_started() -> float:
+    """When this process began, on time.monotonic()'s clock, so that a command's --time counts Python's start
+    and the imports too (Linux: /proc/self/stat; elsewhere, or if unreadable: now)."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat") as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return now
+    age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    return now - min(max(age, 0.0), 120.0)

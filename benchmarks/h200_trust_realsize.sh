@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device call of the ninth GPU session (nvidia-h200, one GPU), from the repository root, carrying
+# .whl (pydantic, SQLAlchemy, alembic, platformdirs and their needs), .dev (bubblewrap and its three
+# libraries, built on the CI machine's Debian) and .old (the harness before the judge/subject split):
+#   bash benchmarks/h200_trust_realsize.sh trust      # the sandbox on CUDA: trust_gpu.py, then the adversarial suite
+#   bash benchmarks/h200_trust_realsize.sh realsize   # `kernelbot optimize --time 120` over benchmarks/realsize/
+# STOP_S ends the stage's work that many seconds after it starts (default 540); a realsize call skips the
+# operators an earlier call on the same (still warm) machine finished. Results: $OUT/<stage>.tar.gz.
+set -u
+stage=${1:?trust or realsize}
+: "${OUT:?set OUT to the folder for results}"
+start=$(date +%s)
+stop_at=$((start + ${STOP_S:-540}))
+keep=/tmp/kernelbot-results
+mkdir -p "$keep/$stage"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=.:/tmp/site PYTHONUNBUFFERED=1 PATH="$PWD/.dev/bin:$PATH" KERNELBOT_CACHE_DIR=/root/kernelbot-cache
+left() { echo $((stop_at - $(date +%s))); }
+{
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+    python3 -c 'import torch, cupy, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, cupy.__version__, triton.__version__)'
+    bwrap --version
+    date -u
+} >"$keep/$stage/env.txt" 2>&1
+
+if [ "$stage" = trust ]; then
+    timeout -k 5 "$(( $(left) - 200 ))" python3 benchmarks/trust_gpu.py --out "$keep/trust" --old .old \
+        --old-skip relu_inline >"$keep/trust/trust_gpu.log" 2>&1
+    KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
+        -m "not slow" -q -rA -p no:cacheprovider tests/test_adversarial.py tests/test_trust.py \
+        >"$keep/trust/pytest_adversarial_cuda.log" 2>&1
+elif [ "$stage" = realsize ]; then
+    # The 6.4 GB elementwise operator, the exact rewrite under cancellation and the three networks first.
+    order="07_gelu_6p4gb 05_matmul_sum_cancel 26_vit_like 25_efficientnet_like 27_gru 01_gemm_4096 \
+        10_softmax_rows 22_attention_manual 08_fma_2gb 17_conv2d_3x3 23_mlp_block 12_layernorm"
+    for f in benchmarks/realsize/[0-9][0-9]_*.py; do
+        n=$(basename "$f" .py)
+        case " $order " in *" $n "*) ;; *) order="$order $n" ;; esac
+    done
+    for n in $order; do
+        [ -e "$keep/realsize/$n.json" ] && continue
+        [ "$(left)" -lt 150 ] && { echo "not started (call's end): $n" >>"$keep/realsize/log.txt"; continue; }
+        t0=$(date +%s.%N)
+        timeout -k 5 170 python3 -c 'import sys; from kernelbot.cli import main; sys.exit(main())' optimize \
+            "benchmarks/realsize/$n.py" --agent search --time 120 --device cuda --repo . \
+            --out "/tmp/kernelbot-candidates/$n" --json "$keep/realsize/$n.json" \
+            >"$keep/realsize/$n.log" 2>&1
+        rc=$?
+        echo "$n rc=$rc wall_s=$(awk "BEGIN{print $(date +%s.%N) - $t0}")" >>"$keep/realsize/log.txt"
+    done
+fi
+tar -czf "$OUT/$stage.tar.gz" -C "$keep" "$stage"
+cat "$keep/$stage"/*.md "$keep/$stage/log.txt" 2>/dev/null | tail -40
+tail -5 "$keep/$stage"/*.log 2>/dev/null | tail -60
