@@ -68,7 +68,9 @@ def run(pythonpath: str, subject: str, candidate: Path | None) -> dict:
 def _wall(result: dict) -> str:
     if not result.get("wall_s"):
         return "–"
-    parts = "/".join(f"{result['phases_s'][k]:.1f}" for k in ("load", "check", "time") if k in result.get("phases_s", {}))
+    parts = "/".join(
+        f"{result['phases_s'][k]:.1f}" for k in ("load", "check", "time") if k in result.get("phases_s", {})
+    )
     return f"{result['wall_s']:.1f} ({parts})" if parts else f"{result['wall_s']:.1f}"
 
 

@@ -7,8 +7,8 @@ nothing, and a message without the right tag is treated as forgery.
 
 from __future__ import annotations
 
-import hashlib
 import fcntl
+import hashlib
 import hmac
 import json
 import os
