@@ -2,12 +2,13 @@
 # One device call of the ninth GPU session (nvidia-h200, one GPU), from the repository root, carrying
 # .whl (pydantic, SQLAlchemy, alembic, platformdirs and their needs), .dev (bubblewrap and its three
 # libraries, built on the CI machine's Debian) and .old (the harness before the judge/subject split):
-#   bash benchmarks/h200_trust_realsize.sh trust      # the sandbox on CUDA: trust_gpu.py, then the adversarial suite
+#   bash benchmarks/h200_trust_realsize.sh trustgpu     # CUDA candidates in the sandbox, overhead before/after
+#   bash benchmarks/h200_trust_realsize.sh adversarial  # the adversarial and trust suites on CUDA
 #   bash benchmarks/h200_trust_realsize.sh realsize   # `kernelbot optimize --time 120` over benchmarks/realsize/
 # STOP_S ends the stage's work that many seconds after it starts (default 540); a realsize call skips the
 # operators an earlier call on the same (still warm) machine finished. Results: $OUT/<stage>.tar.gz.
 set -u
-stage=${1:?trust or realsize}
+stage=${1:?trustgpu, adversarial or realsize}
 : "${OUT:?set OUT to the folder for results}"
 start=$(date +%s)
 stop_at=$((start + ${STOP_S:-540}))
@@ -23,12 +24,13 @@ left() { echo $((stop_at - $(date +%s))); }
     date -u
 } >"$keep/$stage/env.txt" 2>&1
 
-if [ "$stage" = trust ]; then
-    timeout -k 5 "$(( $(left) - 200 ))" python3 benchmarks/trust_gpu.py --out "$keep/trust" --old .old \
-        --old-skip relu_inline >"$keep/trust/trust_gpu.log" 2>&1
+if [ "$stage" = trustgpu ]; then
+    timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old \
+        >"$keep/$stage/trust_gpu.log" 2>&1
+elif [ "$stage" = adversarial ]; then
     KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
         -m "not slow" -q -rA -p no:cacheprovider tests/test_adversarial.py tests/test_trust.py \
-        >"$keep/trust/pytest_adversarial_cuda.log" 2>&1
+        >"$keep/$stage/pytest_adversarial_cuda.log" 2>&1
 elif [ "$stage" = realsize ]; then
     # The 6.4 GB elementwise operator, the exact rewrite under cancellation and the three networks first.
     order="07_gelu_6p4gb 05_matmul_sum_cancel 26_vit_like 25_efficientnet_like 27_gru 01_gemm_4096 \

@@ -87,7 +87,7 @@ def main() -> None:
         label = candidate.stem if candidate else subject
         new = run(new_path, subject, candidate)
         skip = label in args.old_skip.split(",")
-        old = run(str(args.old), subject, candidate) if args.old and not skip else {}
+        old = run(str(args.old.resolve()), subject, candidate) if args.old and not skip else {}
         rows.append({"case": label, "new": new, "old": old})
         print(json.dumps(rows[-1]), flush=True)
     eager = next((r["new"].get("median_ms") for r in rows if r["case"] == "eager"), None)

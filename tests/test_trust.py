@@ -239,3 +239,29 @@ def test_a_module_planted_in_the_compiler_cache_does_not_vouch_for_its_importer(
 def test_proc_through_a_doubled_slash_or_a_relative_path_is_refused(tmp_path: Path) -> None:
     ev = _attack("proc_double_slash", tmp_path)
     assert ev.status == "rejected" and "//proc/1/environ" in ev.reason and _leaks(ev) == []
+
+
+def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GPU images keep their compiler under /opt (the H200's /opt/gcc/bin/gcc): torch.compile and load_inline
+    # failed in the jail until its prefix was bound, read-only. Its siblings stay outside.
+    prefix = tmp_path / "gcc"
+    (prefix / "bin").mkdir(parents=True)
+    compiler = prefix / "bin" / "gcc"
+    compiler.write_text("#!/bin/sh\necho compiled\n")
+    compiler.chmod(0o755)
+    (tmp_path / "secret.txt").write_text("runner secret")
+    path = f"{prefix / 'bin'}:/usr/bin:/bin"
+    assert jail.toolchain_paths(path) == [prefix]
+    monkeypatch.setenv("PATH", path)
+    env = jail.environment({})
+    cmd = jail.bwrap_command(
+        ["/bin/sh", "-c", f"gcc; cat {tmp_path / 'secret.txt'} || echo hidden; touch {prefix}/x || echo ro"],
+        readable=[],
+        writable=[],
+        env=env,
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout.split() == ["compiled", "hidden", "ro"], done.stderr
+

@@ -81,6 +81,32 @@ def python_paths() -> list[Path]:
     )
 
 
+# The compilers a subject may build with (torch.compile's C++ wrapper, load_inline, CuPy's nvcc mode).
+TOOLS = ("cc", "c++", "gcc", "g++", "nvcc", "ninja", "ld")
+
+
+def toolchain_paths(path: str | None = None) -> list[Path]:
+    """Install prefixes of the compilers on PATH (and CC/CXX) that lie outside the system folders already
+    bound (a GPU image's /opt/gcc, say): each prefix is the folder above the compiler's bin/, read-only.
+    Never `/`, /opt itself, the home folder, or a folder above this checkout or the working directory."""
+    search = path if path is not None else os.environ.get("PATH", "")
+    names = [*TOOLS, *(os.environ[k] for k in ("CC", "CXX") if os.environ.get(k))]
+    never = {Path("/"), Path("/opt"), Path.home()}
+    found = set()
+    for name in names:
+        where = shutil.which(name, path=search)
+        if where is None:
+            continue
+        real = Path(where).resolve()
+        prefix = real.parent.parent if real.parent.name == "bin" else real.parent
+        if any(prefix == Path(d) or prefix.is_relative_to(d) for d in _SYSTEM) or prefix in never:
+            continue
+        if PACKAGE_DIR.is_relative_to(prefix) or Path.cwd().is_relative_to(prefix):
+            continue
+        found.add(prefix)
+    return sorted(found)
+
+
 def _gpu_nodes() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri/*"))
 
@@ -115,7 +141,7 @@ def bwrap_command(
     ]
     for where in system:
         cmd += ["--ro-bind", where, where]
-    for path in [*python_paths(), PACKAGE_DIR]:
+    for path in [*python_paths(), *toolchain_paths(env.get("PATH")), PACKAGE_DIR]:
         cmd += ["--ro-bind", str(path), str(path)]
     for path in readable:
         cmd += ["--ro-bind", str(path), str(path), *(_hide_git(path) if path.is_dir() else [])]
