@@ -25,7 +25,7 @@ left() { echo $((stop_at - $(date +%s))); }
 } >"$keep/$stage/env.txt" 2>&1
 
 if [ "$stage" = trustgpu ]; then
-    timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old \
+    timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old --old-skip "${OLD_SKIP:-}" \
         >"$keep/$stage/trust_gpu.log" 2>&1
 elif [ "$stage" = adversarial ]; then
     KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
