@@ -39,11 +39,21 @@ elif [ "$stage" = realsize ]; then
         n=$(basename "$f" .py)
         case " $order " in *" $n "*) ;; *) order="$order $n" ;; esac
     done
+    optimize='import argparse, sys
+from kernelbot.commands import optimize
+from kernelbot.harness import stop
+parser = argparse.ArgumentParser(prog="kernelbot")
+optimize.register(parser.add_subparsers(dest="command"))
+args = parser.parse_args(["optimize", *sys.argv[1:]])
+args.started = stop.process_started()
+stop.install()
+sys.exit(args.run(args))'
     for n in $order; do
         [ -e "$keep/realsize/$n.json" ] && continue
         [ "$(left)" -lt 150 ] && { echo "not started (call's end): $n" >>"$keep/realsize/log.txt"; continue; }
         t0=$(date +%s.%N)
-        timeout -k 5 170 python3 -c 'import sys; from kernelbot.cli import main; sys.exit(main())' optimize \
+        # `kernelbot optimize` with only its own subcommand registered (the others import PyGithub, not here)
+        timeout -k 5 170 python3 -c "$optimize" \
             "benchmarks/realsize/$n.py" --agent search --time 120 --device cuda --repo . \
             --out "/tmp/kernelbot-candidates/$n" --json "$keep/realsize/$n.json" \
             >"$keep/realsize/$n.log" 2>&1

@@ -119,3 +119,30 @@ def test_the_float64_rule_allows_twice_the_references_error_and_no_more() -> Non
     ref = golden + 1e-3 * noise  # the float32 reference's own error
     assert compare.fp64_rule(golden + 1.9e-3 * noise, ref, golden, torch.float32)[0]
     assert not compare.fp64_rule(golden + 2.2e-3 * noise, ref, golden, torch.float32)[0]
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 24])
+def test_the_comparison_a_chunk_at_a_time_says_what_the_whole_tensor_says(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Multi-GB outputs are compared in chunks (a 6.4 GB one ran the H200 out of memory whole): the same
+    # errors, the same float64 figures and the same first wrong element, at any chunk size.
+    monkeypatch.setattr(compare, "CHUNK", chunk)
+    gen = torch.Generator().manual_seed(3)
+    ref = torch.randn(5, 9, generator=gen)
+    golden = compare.Golden(lambda: [ref.double() + 1e-9])
+    near = ref + 1e-7 * torch.randn(5, 9, generator=gen)
+    err = compare.compare(near, ref, None, None, golden)
+    golden.get()
+    again = compare.compare(near, ref, None, None, golden)
+    assert err.max_abs == pytest.approx(float((near - ref).abs().max()), rel=1e-12)
+    assert again.fp64_err is not None and again.fp64_ref_err == pytest.approx(1e-9, rel=1e-3)
+    wrong = ref.clone()
+    wrong[3, 4] += 1.0
+    wrong[4, 8] += 1.0
+    with pytest.raises(compare.Mismatch, match=r"2 of 45 elements .* first at \[3, 4\]"):
+        compare.compare(wrong, ref, None, None)
+    nan = ref.clone()
+    nan[2, 7] = float("nan")
+    with pytest.raises(compare.Mismatch, match=r"NaN/Inf where the reference has none, first at \[2, 7\]"):
+        compare.compare(nan, ref, None, None)

@@ -264,4 +264,3 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     assert done.stdout.split() == ["compiled", "hidden", "ro"], done.stderr
-

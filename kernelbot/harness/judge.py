@@ -300,7 +300,7 @@ class Judge:
                         "incorrect",
                         f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)",
                     )
-                del ref, out, again, refs, golden
+                del ref, out, again, refs, golden, inputs, tensors, answer  # one seed's tensors at a time
         degenerate = len(seeds) > 1 and all(f == fingerprints[0] for f in fingerprints[1 : len(seeds)])
         return {
             "max_abs_err": worst.max_abs,
