@@ -264,3 +264,17 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     assert done.stdout.split() == ["compiled", "hidden", "ro"], done.stderr
+
+
+def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:
+    # Found on the H200: `kernelbot optimize benchmarks/realsize/X.py --repo .` from kernelbot's own checkout
+    # made the operator's tree the checkout, so the harness's own guards.py counted as the candidate's code
+    # and every candidate was refused for the guards' /proc read. The longer prefix decides now.
+    from kernelbot.harness import audit
+
+    package = jail.PACKAGE_DIR
+    hook = audit.Hook([str(package.parent)])
+    assert hook._kind(str(package / "harness" / "guards.py")) == "trusted"
+    assert hook._kind(str(package.parent / "benchmarks" / "realsize" / "01_gemm_4096.py")) == "untrusted"
+    inside = audit.Hook([str(package / "harness")])  # an operator tree inside the package stays untrusted
+    assert inside._kind(str(package / "harness" / "guards.py")) == "untrusted"

@@ -64,7 +64,7 @@ def _trusted_dirs() -> tuple[str, ...]:
     import kernelbot
 
     paths = sysconfig.get_paths()
-    dirs = {paths["purelib"], paths["platlib"], os.path.dirname(os.path.dirname(kernelbot.__file__ or ""))}
+    dirs = {paths["purelib"], paths["platlib"], os.path.dirname(kernelbot.__file__ or "")}
     dirs |= {p for p in sys.path if "-packages" in p}
     return _dirs(dirs)
 
@@ -121,10 +121,12 @@ class Hook:
         real = os.path.realpath(filename)
         if real.startswith(self.generated):
             return "generated"
-        if real.startswith(self.untrusted):
-            return "untrusted"
-        if real.startswith(self.trusted):
-            return "trusted"
+        # The longer match decides: kernelbot's own package inside the tree under test (kernelbot measuring its
+        # own benchmarks from its checkout) is still the harness, and a PR's file is never kernelbot's.
+        untrusted = max((len(p) for p in self.untrusted if real.startswith(p)), default=-1)
+        trusted = max((len(p) for p in self.trusted if real.startswith(p)), default=-1)
+        if untrusted >= 0 or trusted >= 0:
+            return "untrusted" if untrusted >= trusted else "trusted"
         return "skip" if real.startswith(self.stdlib) else "untrusted"
 
     def _forged(self, path: str) -> bool:
