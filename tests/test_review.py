@@ -110,7 +110,12 @@ def test_every_verdict_is_right(reviewed: dict) -> None:
     assert ops["ops/slowed"]["change"] == "modified" and ops["ops/slowed"]["verdict"] == "regression"
     assert ops["ops/slowed"]["ratio"] > 1.5
     assert ops["ops/sped_up"]["verdict"] == "improvement" and ops["ops/sped_up"]["ratio"] < 0.67
-    assert ops["ops/edited"]["change"] == "modified" and ops["ops/edited"]["verdict"] == "no_change"
+    # An edit that does not change the work: never a change. Under load the interval can be too wide to call
+    # it unchanged ("ambiguous", seen once in a CI run beside other jobs); it still holds 1 then.
+    edited = ops["ops/edited"]
+    assert edited["change"] == "modified" and edited["verdict"] in ("no_change", "ambiguous"), edited
+    low, high = edited["ratio_ci99"]
+    assert low <= 1.0 <= high, edited
     assert (
         ops["ops/cosmetic"]["change"] == "cosmetic" and ops["ops/cosmetic"]["head"] is None
     )  # not re-measured

@@ -83,7 +83,9 @@ def test_a_hung_candidate_of_a_10_ms_operator_is_stopped_within_90_s(repo: Path,
     code, data, _ = _optimize(repo, tmp_path, "hang.py")
     assert code == 0
     eager_ms = data["baselines"]["eager"]["timing"]["median_ms"]
-    assert 2 < eager_ms < 50, eager_ms  # the operator is of the size this test is about
+    # The operator is of the size this test is about (~10 ms idle; 54 ms seen on a loaded 2-core box, where
+    # the limit, derived from it, still stopped the hang in 67 s).
+    assert 2 < eager_ms < 100, eager_ms
     (hung,) = data["candidates"]
     assert hung["status"] == "timeout" and hung["wall_s"] < 90, hung
 
