@@ -17,7 +17,7 @@ from kernelbot.agents.base import Agent, ReplayAgent
 from kernelbot.agents.rules import Rule, load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
 from kernelbot.config import Config
-from kernelbot.errors import KernelbotError, UsageError
+from kernelbot.errors import UsageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.optimize import OptimizeResult, optimize_operator
 from kernelbot.spec import OperatorSpec
@@ -27,14 +27,12 @@ if TYPE_CHECKING:
 
 AgentKind = Literal["search", "llm", "replay"]
 Optimizer = Callable[[OperatorSpec, Path, Config, float], OptimizeResult]  # the float: seconds it may take
-SKIPPED = "not named in the /kernelbot command"
 
 
 @dataclass(frozen=True)
 class AgentChoice:
     kind: AgentKind
     budget: int | None = None  # candidates per operator (default: agent.budget)
-    only: tuple[str, ...] = ()  # operators to optimize (a command's list); empty: every changed one
     candidates: tuple[Path, ...] = ()  # --agent replay: the files to replay
     model: str | None = None  # --agent llm: litellm model name (default: agent.model)
     api_base: str | None = None
@@ -113,8 +111,6 @@ def make_optimizer(choice: AgentChoice, fingerprint: Fingerprint, out_dir: Path)
 
     def optimizer(spec: OperatorSpec, root: Path, config: Config, time_s: float) -> OptimizeResult:
         nonlocal run_budget
-        if choice.only and spec.name not in choice.only:
-            raise KernelbotError(SKIPPED)
         if run_budget is None:
             run_budget = RunBudget(max_cost_usd=config.agent.run_max_cost_usd)
         work = out_dir / "agent" / spec.name.replace("/", "_")

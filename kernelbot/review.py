@@ -282,10 +282,18 @@ def run_review(
     all_operators: bool = False,
     optimizer: Optimizer | None = None,
     time_s: float | None = None,
+    optimize_only: tuple[str, ...] = (),
     progress: Progress = lambda _: None,
 ) -> ReviewResult:
     """Detect and measure within `time_s` (default: the base's harness.run_time_s); storing and rendering
-    are the caller's next steps (store first)."""
+    are the caller's next steps (store first). `optimize_only`: the operators the agent works on (a
+    `/kernelbot optimize OP` command's list; empty: every added or modified one); only those share its time."""
+
+    def optimizable(target: Target) -> bool:
+        return target.change in ("added", "modified") and (
+            not optimize_only or target.spec.name in optimize_only
+        )
+
     started = time.monotonic()
     root = gitrepo.toplevel(repo)
     base_sha, head_sha = gitrepo.resolve(root, base), gitrepo.resolve(root, head)
@@ -338,17 +346,12 @@ def run_review(
                 review.operators.append(result)
                 if timed:
                     measured_s.append(time.monotonic() - begun)
-                if (
-                    optimizer is not None
-                    and result.change in ("added", "modified")
-                    and result.head
-                    and result.head.ok
-                ):
+                if optimizer is not None and optimizable(target) and result.head and result.head.ok:
                     pending = [t for t in targets[index:] if _timed(t, measure_cosmetic, device)]
                     budget = _optimize_time(
                         deadline - time.monotonic(),
                         len(pending),
-                        1 + sum(t.change in ("added", "modified") for t in pending),
+                        1 + sum(optimizable(t) for t in pending),
                         measured_s,
                         head_cfg.agent.time_s,
                     )

@@ -6,10 +6,12 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kernelbot.cli import main
+from kernelbot.errors import KernelbotError
 from tests.gitrepo_builder import GitRepoBuilder
 from tests.ops import matmul_op
 
@@ -420,3 +422,36 @@ def test_a_report_stored_before_notes_existed_still_renders() -> None:
     text = render("comment.md.j2", review={"base": "a" * 40, "head": "b" * 40, "device": device, "run_id": 3,
                                            "warnings": [], "operators": [op]}, summary="1 added")  # fmt: skip
     assert "| `ops/a` | added |" in text and "**Notes**" not in text
+
+
+def test_only_the_operators_a_command_names_are_optimized_and_share_the_agents_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/kernelbot optimize ops/b`: the agent works on ops/b alone and gets the whole share (measuring is
+    stubbed here; what is checked is who is optimized and with how much time)."""
+    from kernelbot import review as pipeline
+    from kernelbot.fingerprint import collect
+    from kernelbot.harness.results import Evaluation
+
+    repo = GitRepoBuilder(tmp_path / "repo")
+    base = repo.commit({f"ops/{n}.py": matmul_op(1) for n in "abc"}, message="base")
+    head = repo.commit({f"ops/{n}.py": matmul_op(2) for n in "abc"}, message="head")
+
+    def measured(target: Any, base_root: Path, head_root: Path, base_cfg: Any, head_cfg: Any, *_: Any) -> Any:
+        result = pipeline._result(target, base_root, head_root, head_cfg)
+        result.head = Evaluation("operator", "ok")
+        return result
+
+    monkeypatch.setattr(pipeline, "_measure", measured)
+    given: dict[str, float] = {}
+
+    def optimizer(spec: Any, root: Path, config: Any, time_s: float) -> Any:
+        given[spec.name] = time_s
+        raise KernelbotError("not run in this test")
+
+    pipeline.run_review(repo.root, base, head, collect("cpu"), optimizer=optimizer, time_s=400.0,
+                        optimize_only=("ops/b",))  # fmt: skip
+    assert list(given) == ["ops/b"]
+    # ops/c is still to measure after ops/b (about nothing kept for it: stubbed measuring takes no time), and
+    # it is not named: the whole rest is ops/b's (agent.time_s, 900 s, is more). Shared with ops/c, ~200 s.
+    assert given["ops/b"] > 390.0

@@ -35,7 +35,7 @@ from kernelbot.errors import ConfigError, GitError, KernelbotError, UsageError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.github import GitHub, GitHubError
 from kernelbot.history import Trigger
-from kernelbot.optimizers import SKIPPED, AgentChoice, AgentKind, check_endpoint, make_optimizer
+from kernelbot.optimizers import AgentChoice, AgentKind, check_endpoint, make_optimizer
 from kernelbot.review import run_review
 
 
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     names = decision.command.operators if decision.command else ()
     budget = (decision.command.budget if decision.command else None) or args.budget
     optimizer = (
-        make_optimizer(AgentChoice(cast(AgentKind, agent), budget=budget, only=names), fingerprint, out)
+        make_optimizer(AgentChoice(cast(AgentKind, agent), budget=budget), fingerprint, out)
         if agent in ("search", "llm")
         else None
     )
@@ -216,13 +216,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         fingerprint,
         optimizer=optimizer,
         time_s=args.time_s,
+        optimize_only=tuple(names),
         progress=print,
     )
     # The workflow's repository, not the clone's remote: the publish job checks the payload against it.
     review.repository = env.get("GITHUB_REPOSITORY") or review.repository
-    for op in review.operators:
-        if op.error == f"optimization: {SKIPPED}":
-            op.error = None
     print("::endgroup::")
     trigger = cast(Trigger, "command" if decision.command else "pull_request")
     problem = store(review, args.db or config.database, trigger, decision.pr, gitrepo.work_dir(repo))

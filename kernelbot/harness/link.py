@@ -56,10 +56,10 @@ def send(fd: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> N
     body = json.dumps({**header, "tensors": specs}, separators=(",", ":")).encode()
     write_frame(fd, _LEN.pack(len(body)) + body)
     for t in tensors:
-        raw = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
-        write_frame(fd, _LEN.pack(len(raw)))
-        if len(raw):
-            write_frame(fd, memoryview(raw))
+        raw = t.reshape(-1).view(torch.uint8).numpy()
+        write_frame(fd, _LEN.pack(raw.nbytes))
+        if raw.nbytes:
+            write_frame(fd, raw.data)  # the tensor's own memory, no copy
 
 
 def receive(fd: int, deadline: float, max_bytes: int) -> tuple[dict[str, Any], list[torch.Tensor]]:
