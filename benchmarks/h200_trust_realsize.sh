@@ -35,7 +35,9 @@ elif [ "$stage" = realsize ]; then
     # The 6.4 GB elementwise operator, the exact rewrite under cancellation and the three networks first.
     order="07_gelu_6p4gb 05_matmul_sum_cancel 26_vit_like 25_efficientnet_like 27_gru 01_gemm_4096 \
         10_softmax_rows 22_attention_manual 08_fma_2gb 17_conv2d_3x3 23_mlp_block 12_layernorm"
+    [ -n "${ONLY:-}" ] && order=$ONLY  # ONLY="05_matmul_sum_cancel ...": those alone, in that order
     for f in benchmarks/realsize/[0-9][0-9]_*.py; do
+        [ -n "${ONLY:-}" ] && break
         n=$(basename "$f" .py)
         case " $order " in *" $n "*) ;; *) order="$order $n" ;; esac
     done
@@ -50,11 +52,11 @@ stop.install()
 sys.exit(args.run(args))'
     for n in $order; do
         [ -e "$keep/realsize/$n.json" ] && continue
-        [ "$(left)" -lt 150 ] && { echo "not started (call's end): $n" >>"$keep/realsize/log.txt"; continue; }
+        [ "$(left)" -lt $((${TIME_S:-120} + 30)) ] && { echo "not started (call's end): $n" >>"$keep/realsize/log.txt"; continue; }
         t0=$(date +%s.%N)
         # `kernelbot optimize` with only its own subcommand registered (the others import PyGithub, not here)
-        timeout -k 5 170 python3 -c "$optimize" \
-            "benchmarks/realsize/$n.py" --agent search --time 120 --device cuda --repo . \
+        timeout -k 5 $((${TIME_S:-120} + 50)) python3 -c "$optimize" \
+            "benchmarks/realsize/$n.py" --agent search --time "${TIME_S:-120}" --device cuda --repo . \
             --out "/tmp/kernelbot-candidates/$n" --json "$keep/realsize/$n.json" \
             >"$keep/realsize/$n.log" 2>&1
         rc=$?
