@@ -192,12 +192,15 @@ class Judge:
         self.atol, self.rtol = job.get("atol"), job.get("rtol")
         self.who = "the candidate" if job["subject"] == "candidate" else f"the {job['subject']} subject"
         audit.install(audit.locations(job))
+        # The subject loads (imports, builds, compiles) while the judge loads the operator: a fault of the
+        # judge's own load is still found and reported first, the subject's answer read only after it.
+        asked = self.post({"cmd": "load", "job": job})
         seed_all(0)
         try:
             self.op = Operator(job)
         except LoadError as exc:
             raise Failure("operator_error", str(exc), who=exc.who) from None
-        self.ask({"cmd": "load", "job": job})
+        self.collect(asked)
 
     def _reference(self, inputs: list[Any]) -> Any:
         assert self.op is not None
