@@ -88,10 +88,11 @@ TOOLS = ("cc", "c++", "gcc", "g++", "nvcc", "ninja", "ld")
 def toolchain_paths(path: str | None = None) -> list[Path]:
     """Install prefixes of the compilers on PATH (and CC/CXX) that lie outside the system folders already
     bound (a GPU image's /opt/gcc, say): each prefix is the folder above the compiler's bin/, read-only.
-    Never `/`, /opt itself, the home folder, or a folder above this checkout or the working directory."""
+    Never `/`, /opt itself, anything in the home folder (~/.local holds tokens; a Python there comes in
+    through python_paths()), or a folder above this checkout or the working directory."""
     search = path if path is not None else os.environ.get("PATH", "")
     names = [*TOOLS, *(os.environ[k] for k in ("CC", "CXX") if os.environ.get(k))]
-    never = {Path("/"), Path("/opt"), Path.home()}
+    never = {Path("/"), Path("/opt")}
     found = set()
     for name in names:
         where = shutil.which(name, path=search)
@@ -100,6 +101,8 @@ def toolchain_paths(path: str | None = None) -> list[Path]:
         real = Path(where).resolve()
         prefix = real.parent.parent if real.parent.name == "bin" else real.parent
         if any(prefix == Path(d) or prefix.is_relative_to(d) for d in _SYSTEM) or prefix in never:
+            continue
+        if prefix.is_relative_to(Path.home()):
             continue
         if PACKAGE_DIR.is_relative_to(prefix) or Path.cwd().is_relative_to(prefix):
             continue
