@@ -72,3 +72,26 @@ def test_input_sets_shrink_to_the_gpu_memory(monkeypatch: pytest.MonkeyPatch) ->
     assert inputs.input_sets_for(1000, 1024, inputs.MAX_INPUT_SET_BYTES) == inputs.MAX_INPUT_SETS
     assert inputs.memory_note("cuda") == " (this process peaked at 3.0 GiB; 1.0 of 141.0 GiB free on the GPU)"
     assert inputs.memory_note("cpu") == ""
+
+
+@pytest.mark.parametrize("n", [1000, 16384 + 1, 3 * 65536 + 77, (1 << 20) + 5])
+def test_each_sample_reorders_every_value_and_keeps_no_neighbours_together(n: int) -> None:
+    # A shift (or a shift and an order of blocks) kept each row a window of the master: a row-wise operator
+    # could table its outputs for every shift at load time and gather them when timed (a reviewer's
+    # finding). Now: the same values, an order only the seed decides, and neighbours apart.
+    from kernelbot.harness.inputs import refresh
+
+    master = torch.arange(n, dtype=torch.float64)
+    sets = [[torch.zeros(n, dtype=torch.float64), torch.arange(3)]]
+    masters = [[master, torch.arange(3)]]
+    refresh(sets, masters, seed=11)
+    got = sets[0][0].clone()
+    assert torch.equal(got.sort().values, master)  # a permutation of the master's values
+    assert torch.equal(sets[0][1], torch.arange(3))  # what is not reordered is restored
+    again = [[torch.empty(n, dtype=torch.float64), torch.arange(3)]]
+    refresh(again, masters, seed=11)
+    assert torch.equal(again[0][0], got)  # the seed alone decides: both processes agree
+    refresh(again, masters, seed=12)
+    assert not torch.equal(again[0][0], got)
+    kept = float(((got[1:] - got[:-1]).abs() == 1).double().mean())
+    assert kept < 0.01, kept  # adjacent before and after: a shift keeps ~100%

@@ -253,7 +253,10 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     compiler.chmod(0o755)
     (tmp_path / "secret.txt").write_text("runner secret")
     path = f"{prefix / 'bin'}:/usr/bin:/bin"
+    assert jail.toolchain_paths(path) == []  # in a temporary folder: never bound (the runner's /tmp)
+    monkeypatch.setattr(jail, "_temp_dirs", lambda: {Path("/nonexistent-temp")})  # this test's stand-in /opt
     assert jail.toolchain_paths(path) == [prefix]
+    assert jail.toolchain_paths(f"gcc/bin:{tmp_path}/none") == []  # relative PATH entries are not searched
     monkeypatch.setenv("PATH", path)
     env = jail.environment({})
     cmd = jail.bwrap_command(
@@ -278,3 +281,10 @@ def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:
     assert hook._kind(str(package.parent / "benchmarks" / "realsize" / "01_gemm_4096.py")) == "untrusted"
     inside = audit.Hook([str(package / "harness")])  # an operator tree inside the package stays untrusted
     assert inside._kind(str(package / "harness" / "guards.py")) == "untrusted"
+    # Only kernelbot's package wins that way: an in-tree virtual environment is the tree's (a PR adds files).
+    venv = audit.Hook([str(package.parent)])
+    venv.trusted += (str(package.parent / ".venv" / "lib"),)
+    assert (
+        venv._kind(str(package.parent / ".venv" / "lib" / "python3" / "site-packages" / "x.py"))
+        == "untrusted"
+    )

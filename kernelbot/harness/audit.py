@@ -86,6 +86,7 @@ class Hook:
         self.generated = _generated_dirs()
         self.stdlib = _stdlib_dirs()
         self.trusted = _trusted_dirs()
+        self.package = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
         # The operator's and candidate's own locations win over a trusted prefix they may sit under.
         self.untrusted = tuple(os.path.join(os.path.realpath(p), "") for p in untrusted)
         self.getframe = sys._getframe
@@ -121,12 +122,16 @@ class Hook:
         real = os.path.realpath(filename)
         if real.startswith(self.generated):
             return "generated"
-        # The longer match decides: kernelbot's own package inside the tree under test (kernelbot measuring its
-        # own benchmarks from its checkout) is still the harness, and a PR's file is never kernelbot's.
         untrusted = max((len(p) for p in self.untrusted if real.startswith(p)), default=-1)
-        trusted = max((len(p) for p in self.trusted if real.startswith(p)), default=-1)
-        if untrusted >= 0 or trusted >= 0:
-            return "untrusted" if untrusted >= trusted else "trusted"
+        if untrusted >= 0:
+            # kernelbot's own package inside the tree under test (kernelbot measuring its own benchmarks from
+            # its checkout) is still the harness. Only it: an in-tree .venv's site-packages stays the tree's
+            # (a PR could add files there).
+            return (
+                "trusted" if real.startswith(self.package) and len(self.package) > untrusted else "untrusted"
+            )
+        if real.startswith(self.trusted):
+            return "trusted"
         return "skip" if real.startswith(self.stdlib) else "untrusted"
 
     def _forged(self, path: str) -> bool:

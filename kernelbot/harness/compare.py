@@ -184,7 +184,7 @@ def compare(
                 max_abs = max(max_abs, float(diff.max()))
             nonzero = finite & (_abs(r64) > 0)
             if bool(nonzero.any()):
-                max_rel = max(max_rel, float((diff[nonzero] / _abs(r64[nonzero])).max()))
+                max_rel = max(max_rel, float((diff[nonzero] / _abs(r64[nonzero]).clamp_min(1e-30)).max()))
             del o64, r64, diff, over, ref_bad, out_bad, finite, nonzero
         this = Error(max_abs, max_rel)
         rejected = over_count > 0

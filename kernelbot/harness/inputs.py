@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import math
+import random
 from typing import Any
 
 import torch
@@ -59,61 +61,84 @@ def memory_note(device: str) -> str:
     return f" (this process peaked at {peak / gib:.1f} GiB; {free / gib:.1f} of {total / gib:.1f} GiB free on the GPU)"
 
 
-# Elements up to which an input is reordered by a full random permutation; above, by a random cyclic shift
-# and then a random order of BLOCKS equal blocks (BLOCKS! x n orders: none can be precomputed for). A full
-# permutation of a million elements costs ~100 ms on one CPU core, both sides, every sample; the shift and
-# the block order cost three copies.
+# Elements up to which an input is reordered by a full random permutation (~100 ms a million elements on
+# one CPU core, both sides, every sample: too slow above). Above, in blocks of BLOCK elements: the blocks
+# in a random order, and inside each block a random affine permutation i -> (a*i + b) mod BLOCK (a coprime
+# to it; the tail gets one of its own). Neighbours land far apart, so no row of the new input is a window
+# of the master: a random shift (or a shift and an order of blocks) kept rows whole, and a row-wise
+# operator's outputs could then be tabled for every shift at load time and gathered when timed. Each
+# block's reads stay inside 256 KiB of the master (cache-resident), and nothing of n elements is indexed.
 PERMUTE_MAX = 1 << 14
-BLOCKS = 64
+BLOCK = 1 << 16
+BLOCKS_AT_ONCE = 256  # blocks gathered per step: a bounded temporary for a multi-GB input
 
 
-def _order(flat: torch.Tensor, seed: int) -> tuple[Any, ...]:
-    generator = torch.Generator(device=flat.device).manual_seed(seed)
-    n = flat.numel()
+def _affine(m: int, pick: random.Random, device: torch.device) -> torch.Tensor:
+    a = 1
+    if m > 4:  # a in [2, m - 2]: neither 1 nor m - 1, which keep neighbours together (reversed)
+        limit = min(m - 1, (1 << 62) // m)  # a*i stays inside int64
+        a = pick.randrange(2, limit)
+        while math.gcd(a, m) != 1:
+            a = pick.randrange(2, limit)
+    index = torch.arange(m, device=device, dtype=torch.int64)
+    return index.mul_(a).add_(pick.randrange(m)).remainder_(m)
+
+
+def _order(n: int, device: torch.device, seed: int) -> tuple[Any, ...]:
+    generator = torch.Generator(device=device).manual_seed(seed)
     if n <= PERMUTE_MAX:
-        return ("perm", torch.randperm(n, generator=generator, device=flat.device))
-    shift = int(torch.randint(1, n, (1,), generator=generator, device=flat.device))
-    blocks = torch.randperm(BLOCKS, generator=generator, device=flat.device)
-    return ("blocks", shift, blocks)
+        return ("perm", torch.randperm(n, generator=generator, device=device))
+    pick = random.Random(seed)
+    blocks, tail = divmod(n, BLOCK)
+    order = torch.randperm(blocks, generator=generator, device=device) if blocks else None
+    inner = _affine(BLOCK, pick, device) if blocks else None
+    return ("blocks", order, inner, _affine(tail, pick, device) if tail else None)
 
 
-def _reorder(flat: torch.Tensor, order: tuple[Any, ...]) -> None:
+def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -> None:
+    """flat = source reordered (source is the untouched master, so every gather is out of place)."""
     if order[0] == "perm":
-        flat.copy_(flat[order[1]])
+        flat.copy_(source[order[1]])
         return
-    _, shift, blocks = order
-    rolled = flat.roll(shift)
-    whole = flat.numel() // BLOCKS * BLOCKS  # the remainder (< BLOCKS elements) keeps its shifted place
-    flat[:whole].copy_(rolled[:whole].view(BLOCKS, -1)[blocks].view(-1))
-    flat[whole:].copy_(rolled[whole:])
+    _, blocks, inner, tail = order
+    whole = 0
+    if blocks is not None:
+        whole = blocks.numel() * BLOCK
+        src, dst = source[:whole].view(-1, BLOCK), flat[:whole].view(-1, BLOCK)
+        for first in range(0, blocks.numel(), BLOCKS_AT_ONCE):
+            rows = blocks[first : first + BLOCKS_AT_ONCE]
+            dst[first : first + rows.numel()].copy_(src[rows[:, None], inner[None, :]])
+    if tail is not None:
+        flat[whole:].copy_(source[whole:][tail])
 
 
-def permute(input_sets: list[list[Any]], seed: int) -> None:
-    """New contents for every floating input: its own values reordered by `seed`, which the judge picks
+def _reorderable(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous()
+
+
+def permute(input_sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
+    """New contents for every floating input: its master's values reordered by `seed`, which the judge picks
     afresh for each sample and sends only when the sample is prepared, so no subject can know (or compute
-    for) the next sample's inputs ahead of time. The order is one of more than can be precomputed for
-    (PERMUTE_MAX says which kind), the same for all inputs of one size and device in a sample. The multiset
-    of values, and so the distribution the factory drew, stays as it was."""
+    for) the next sample's inputs ahead of time. One order for all inputs of one size and device in a sample
+    (PERMUTE_MAX says which kind). The multiset of values, and so the distribution the factory drew, stays
+    as it was."""
     orders: dict[tuple[int, str], tuple[Any, ...]] = {}
     with torch.no_grad():
-        for v in (v for values in input_sets for v in values):
-            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous():
-                flat, key = v.view(-1), (v.numel(), str(v.device))
-                if key not in orders:
-                    orders[key] = _order(flat, seed)
-                _reorder(flat, orders[key])
-
-
-def restore(sets: list[list[Any]], masters: list[list[Any]]) -> None:
-    with torch.no_grad():
-        for values, trusted in zip(sets, masters, strict=True):
+        for values, trusted in zip(input_sets, masters, strict=True):
             for v, t in zip(values, trusted, strict=True):
-                if isinstance(v, torch.Tensor):
-                    v.copy_(t)
+                if _reorderable(v):
+                    flat, key = v.view(-1), (v.numel(), str(v.device))
+                    if key not in orders:
+                        orders[key] = _order(flat.numel(), flat.device, seed)
+                    _reorder(flat, t.reshape(-1), orders[key])
 
 
 def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
     """The sample's inputs: the masters (which the subject never sees, so a write into its inputs is undone)
     reordered by this sample's seed. Each sample's inputs depend on its own seed alone."""
-    restore(sets, masters)
-    permute(sets, seed)
+    with torch.no_grad():
+        for values, trusted in zip(sets, masters, strict=True):
+            for v, t in zip(values, trusted, strict=True):
+                if isinstance(v, torch.Tensor) and not _reorderable(v):
+                    v.copy_(t)  # what is not reordered is restored (a write into it is undone)
+    permute(sets, masters, seed)

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -85,26 +86,32 @@ def python_paths() -> list[Path]:
 TOOLS = ("cc", "c++", "gcc", "g++", "nvcc", "ninja", "ld")
 
 
+def _temp_dirs() -> set[Path]:
+    return {Path("/tmp"), Path(tempfile.gettempdir()).resolve()}
+
+
 def toolchain_paths(path: str | None = None) -> list[Path]:
     """Install prefixes of the compilers on PATH (and CC/CXX) that lie outside the system folders already
     bound (a GPU image's /opt/gcc, say): each prefix is the folder above the compiler's bin/, read-only.
-    Never `/`, /opt itself, anything in the home folder (~/.local holds tokens; a Python there comes in
-    through python_paths()), or a folder above this checkout or the working directory."""
+    Never a folder of fewer than two levels (`/opt`, `/data`), anything in the home folder (~/.local holds
+    tokens; a Python there comes in through python_paths()) or a temporary folder, nor a folder above one
+    of those, this checkout or the working directory (bwrap_command adds: nor above a bound tree)."""
     search = path if path is not None else os.environ.get("PATH", "")
+    search = os.pathsep.join(p for p in search.split(os.pathsep) if os.path.isabs(p))  # no relative entries
     names = [*TOOLS, *(os.environ[k] for k in ("CC", "CXX") if os.environ.get(k))]
-    never = {Path("/"), Path("/opt")}
+    temp = _temp_dirs()
     found = set()
     for name in names:
         where = shutil.which(name, path=search)
-        if where is None:
+        if where is None or not os.path.isabs(where):
             continue
         real = Path(where).resolve()
         prefix = real.parent.parent if real.parent.name == "bin" else real.parent
-        if any(prefix == Path(d) or prefix.is_relative_to(d) for d in _SYSTEM) or prefix in never:
+        if len(prefix.parts) < 3 or any(prefix.is_relative_to(d) for d in _SYSTEM):
+            continue  # `/`, `/opt`, `/data` are too wide; system folders are bound already
+        if prefix.is_relative_to(Path.home()) or any(prefix.is_relative_to(t) for t in temp):
             continue
-        if prefix.is_relative_to(Path.home()):
-            continue
-        if PACKAGE_DIR.is_relative_to(prefix) or Path.cwd().is_relative_to(prefix):
+        if any(p.is_relative_to(prefix) for p in (PACKAGE_DIR, Path.cwd(), Path.home(), *temp)):
             continue
         found.add(prefix)
     return sorted(found)
@@ -144,8 +151,12 @@ def bwrap_command(
     ]
     for where in system:
         cmd += ["--ro-bind", where, where]
-    for path in [*python_paths(), *toolchain_paths(env.get("PATH")), PACKAGE_DIR]:
+    readable = list(readable)
+    tools = [p for p in toolchain_paths(env.get("PATH")) if not any(r.is_relative_to(p) for r in readable)]
+    for path in [*python_paths(), PACKAGE_DIR]:
         cmd += ["--ro-bind", str(path), str(path)]
+    for path in tools:
+        cmd += ["--ro-bind", str(path), str(path), *_hide_git(path)]
     for path in readable:
         cmd += ["--ro-bind", str(path), str(path), *(_hide_git(path) if path.is_dir() else [])]
     for path in writable:

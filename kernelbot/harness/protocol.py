@@ -53,11 +53,11 @@ def write_frame(fd: int, frame: bytes | memoryview) -> None:
 
 
 def widen(fd: int) -> None:
-    """The largest buffer the system lets this pipe have (64 KiB by default; a tensor crosses in far fewer
-    reads and wake-ups with 1 MiB). A pipe it cannot widen still works."""
+    """A 1 MiB buffer for this pipe, or the most the system allows (64 KiB by default; a tensor crosses in
+    far fewer reads and wake-ups with 1 MiB). A pipe it cannot widen still works."""
     try:
         with open("/proc/sys/fs/pipe-max-size") as handle:
-            size = int(handle.read())
+            size = min(int(handle.read()), 1 << 20)  # more would eat the user's pipe pages for other pipes
         fcntl.fcntl(fd, F_SETPIPE_SZ, size)
     except (OSError, ValueError):
         pass
