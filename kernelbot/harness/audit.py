@@ -64,7 +64,7 @@ def _trusted_dirs() -> tuple[str, ...]:
     import kernelbot
 
     paths = sysconfig.get_paths()
-    dirs = {paths["purelib"], paths["platlib"], os.path.dirname(kernelbot.__file__ or "")}
+    dirs = {paths["purelib"], paths["platlib"], os.path.dirname(os.path.dirname(kernelbot.__file__ or ""))}
     dirs |= {p for p in sys.path if "-packages" in p}
     return _dirs(dirs)
 
