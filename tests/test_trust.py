@@ -256,7 +256,11 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     assert jail.toolchain_paths(path) == []  # in a temporary folder: never bound (the runner's /tmp)
     monkeypatch.setattr(jail, "_temp_dirs", lambda: {Path("/nonexistent-temp")})  # this test's stand-in /opt
     assert jail.toolchain_paths(path) == [prefix]
-    assert jail.toolchain_paths(f"gcc/bin:{tmp_path}/none") == []  # relative PATH entries are not searched
+    monkeypatch.chdir(
+        tmp_path
+    )  # "gcc/bin" names the compiler from here: a relative entry is still not searched
+    assert jail.toolchain_paths("gcc/bin:/usr/bin:/bin") == []
+    monkeypatch.chdir("/")
     monkeypatch.setenv("PATH", path)
     env = jail.environment({})
     cmd = jail.bwrap_command(

@@ -116,29 +116,23 @@ def _reorderable(v: Any) -> bool:
     return isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous()
 
 
-def permute(input_sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
-    """New contents for every floating input: its master's values reordered by `seed`, which the judge picks
-    afresh for each sample and sends only when the sample is prepared, so no subject can know (or compute
-    for) the next sample's inputs ahead of time. One order for all inputs of one size and device in a sample
-    (PERMUTE_MAX says which kind). The multiset of values, and so the distribution the factory drew, stays
-    as it was."""
-    orders: dict[tuple[int, str], tuple[Any, ...]] = {}
-    with torch.no_grad():
-        for values, trusted in zip(input_sets, masters, strict=True):
-            for v, t in zip(values, trusted, strict=True):
-                if _reorderable(v):
-                    flat, key = v.view(-1), (v.numel(), str(v.device))
-                    if key not in orders:
-                        orders[key] = _order(flat.numel(), flat.device, seed)
-                    _reorder(flat, t.reshape(-1), orders[key])
-
-
 def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
-    """The sample's inputs: the masters (which the subject never sees, so a write into its inputs is undone)
-    reordered by this sample's seed. Each sample's inputs depend on its own seed alone."""
+    """The sample's inputs, from the masters (which the subject never sees, so a write into its inputs is
+    undone): every floating input its master's values reordered by `seed`, which the judge picks afresh for
+    each sample and sends only when the sample is prepared, so no subject can know (or compute for) the next
+    sample's inputs ahead of time; the rest restored. One order for all inputs of one size and device in a
+    sample (PERMUTE_MAX says which kind). The multiset of values, and so the distribution the factory drew,
+    stays as it was; each sample's inputs depend on its own seed alone."""
+    orders: dict[tuple[int, str], tuple[Any, ...]] = {}
     with torch.no_grad():
         for values, trusted in zip(sets, masters, strict=True):
             for v, t in zip(values, trusted, strict=True):
-                if isinstance(v, torch.Tensor) and not _reorderable(v):
-                    v.copy_(t)  # what is not reordered is restored (a write into it is undone)
-    permute(sets, masters, seed)
+                if not isinstance(v, torch.Tensor):
+                    continue
+                if not _reorderable(v):
+                    v.copy_(t)
+                    continue
+                key = (v.numel(), str(v.device))
+                if key not in orders:
+                    orders[key] = _order(v.numel(), v.device, seed)
+                _reorder(v.view(-1), t.reshape(-1), orders[key])

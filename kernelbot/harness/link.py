@@ -8,11 +8,13 @@ so a subject cannot queue an answer before it is asked (and so time a sample it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -100,22 +102,25 @@ def _spec(spec: Any) -> tuple[torch.dtype, list[int]]:
     return DTYPES[spec["dtype"]], shape
 
 
-def _read(fd: int, size: int, deadline: float) -> bytes:
+@contextlib.contextmanager
+def _reading() -> Iterator[None]:
+    """A read's failures as the link names them: end of file means the other side is gone."""
     try:
-        return read_exact(fd, size, deadline)
-    except ChannelError:  # end of file: the other side is gone
-        raise EOFError("the other process is gone") from None
-    except OSError as exc:
-        raise LinkError(str(exc)) from None
-
-
-def _read_into(fd: int, buffer: Any, deadline: float) -> None:
-    try:
-        read_into(fd, buffer, deadline)
+        yield
     except ChannelError:
         raise EOFError("the other process is gone") from None
     except OSError as exc:
         raise LinkError(str(exc)) from None
+
+
+def _read(fd: int, size: int, deadline: float) -> bytes:
+    with _reading():
+        return read_exact(fd, size, deadline)
+
+
+def _read_into(fd: int, buffer: Any, deadline: float) -> None:
+    with _reading():
+        read_into(fd, buffer, deadline)
 
 
 class Peer:

@@ -58,12 +58,9 @@ def widen(fd: int) -> None:
     try:
         with open("/proc/sys/fs/pipe-max-size") as handle:
             size = min(int(handle.read()), 1 << 20)  # more would eat the user's pipe pages for other pipes
-        fcntl.fcntl(fd, F_SETPIPE_SZ, size)
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
     except (OSError, ValueError):
         pass
-
-
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named by Python only from 3.10 on some platforms
 
 
 def read_into(fd: int, buffer: bytearray | memoryview, deadline: float) -> None:
