@@ -1,6 +1,6 @@
 """The judge process: the reference, the comparison, the clock the verdict trusts, and the result channel.
 
-Run as `python -m kernelbot.harness.judge KEY_FD RESULT_FD TO_SUBJECT_FD FROM_SUBJECT_FD`, in its own OS
+Run as `python -m kernelbot.harness.judge KEY_FD RESULT_FD TO_SUBJECT_FD FROM_SUBJECT_FD REGION_FD DEVICE`, in its own OS
 sandbox, beside a subject process (worker.py) in another one. Commands from the parent arrive as JSON lines on
 stdin; answers leave sealed with the channel key on RESULT_FD. The subject never shares this process: it
 cannot read the key, patch the reference or the comparison, or reach this process's memory. What it sends
@@ -163,7 +163,7 @@ class Judge:
 
     def start(self, device: str) -> None:
         """The subject's bare round trips, before any untrusted code is in either process."""
-        self.device = device
+        self.device = self.peer.device = device  # outputs then cross straight onto the device
         self.timer = timing.Timer(device)
         self.ask({"cmd": "hello", "device": device})
         pings = [self._timed({"cmd": "ping"})[0] for _ in range(FLOOR_SAMPLES)]
@@ -449,13 +449,13 @@ def _fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
 
 
 def main() -> None:
-    key_fd, result_fd, to_subject, from_subject = (int(a) for a in sys.argv[1:5])
-    device = sys.argv[5]
+    key_fd, result_fd, to_subject, from_subject, region = (int(a) for a in sys.argv[1:6])
+    device = sys.argv[6]
     with os.fdopen(key_fd, "rb") as handle:
         key = handle.read()
-    for fd in (result_fd, to_subject, from_subject):
+    for fd in (result_fd, to_subject, from_subject, region):
         os.set_inheritable(fd, False)
-    judge = Judge(link.Peer(to_subject, from_subject))
+    judge = Judge(link.Peer(to_subject, from_subject, region))
     # The floors are taken now, before the first command: the subject starts its device meanwhile, and no
     # untrusted code is in either process yet.
     if device != "cuda" or torch.cuda.is_available():

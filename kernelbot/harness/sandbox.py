@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelbot.harness import jail
+from kernelbot.harness import jail, link
 from kernelbot.harness.protocol import ChannelError, open_sealed, read_frame, widen
 
 MAX_FILE_BYTES = 256 << 20
@@ -115,8 +115,9 @@ class Sandbox:
         self._result_r, result_w = os.pipe()
         to_subject_r, to_subject_w = os.pipe()
         from_subject_r, from_subject_w = os.pipe()
-        for fd in (to_subject_w, from_subject_w):  # outputs and inputs cross these: a tensor in few reads
+        for fd in (to_subject_w, from_subject_w):  # headers cross these; tensors cross the shared region
             widen(fd)
+        region = link.shared_region()
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox; closed in close())
         self._subject_log = tempfile.TemporaryFile()  # noqa: SIM115 (likewise)
         limit = memory_limit_mb * 1024 * 1024 if device == "cpu" else None
@@ -138,9 +139,10 @@ class Sandbox:
                     "kernelbot.harness.worker",
                     str(to_subject_r),
                     str(from_subject_w),
+                    str(region),
                     device,
                 ],
-                pass_fds=(to_subject_r, from_subject_w),
+                pass_fds=(to_subject_r, from_subject_w, region),
                 memory_limit_bytes=limit,
                 stdin=subprocess.DEVNULL,
                 stdout=self._subject_log,
@@ -149,7 +151,7 @@ class Sandbox:
             )
             self.procs.append(self.subject)
             argv = [sys.executable, "-m", "kernelbot.harness.judge"]
-            fds = (key_r, result_w, to_subject_w, from_subject_r)
+            fds = (key_r, result_w, to_subject_w, from_subject_r, region)
             self.proc = launch(
                 [*argv, *(str(fd) for fd in fds), device],
                 pass_fds=fds,
@@ -161,7 +163,7 @@ class Sandbox:
             )
             self.procs.append(self.proc)
         finally:
-            for fd in (key_r, result_w, to_subject_r, to_subject_w, from_subject_r, from_subject_w):
+            for fd in (key_r, result_w, to_subject_r, to_subject_w, from_subject_r, from_subject_w, region):
                 os.close(fd)
         os.write(key_w, self.key)
         os.close(key_w)

@@ -1,9 +1,9 @@
 """The subject process: loads one subject (operator, baseline or candidate) and runs it when the judge asks.
 
-Run as `python -m kernelbot.harness.worker FROM_JUDGE_FD TO_JUDGE_FD`, in its own OS sandbox (jail.py). It
-holds no reference output, no comparison, no result-channel key and no clock the verdict trusts: it makes
-its inputs from the seeds the judge names, runs the subject, and sends back outputs and the times its own
-timer saw. The judge (judge.py, another process) checks the outputs against its own reference and bounds
+Run as `python -m kernelbot.harness.worker FROM_JUDGE_FD TO_JUDGE_FD REGION_FD DEVICE`, in its own OS sandbox
+(jail.py). It holds no reference output, no comparison, no result-channel key and no clock the verdict
+trusts: it makes its inputs from the seeds the judge names, runs the subject, and sends back outputs (their
+bytes through the shared region, link.py) and the times its own timer saw. The judge (judge.py, another process) checks the outputs against its own reference and bounds
 every timing by its own clock, so whatever the subject does in here can fail itself, never forge a pass.
 The in-process guards and the audit hook are a first layer, not the one that holds.
 """
@@ -160,9 +160,9 @@ class Subject:
 
 
 def main() -> None:
-    from_judge, to_judge, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    os.set_inheritable(from_judge, False)
-    os.set_inheritable(to_judge, False)
+    from_judge, to_judge, region, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    for fd in (from_judge, to_judge, region):
+        os.set_inheritable(fd, False)
     # The device's context now, while the judge starts its own: the two start-ups overlap.
     timer: timing.Timer | None = (
         timing.Timer(device) if device != "cuda" or torch.cuda.is_available() else None
@@ -172,7 +172,7 @@ def main() -> None:
 
     while True:
         try:
-            cmd, _ = link.receive(from_judge, time.monotonic() + 1e7, 0)
+            cmd, _ = link.receive(from_judge, region, time.monotonic() + 1e7, 0)
         except Exception:
             return  # the judge is gone
         tensors: list[torch.Tensor] = []
@@ -220,7 +220,7 @@ def main() -> None:
                 described, tensors = subject.last_outputs()
                 answer = {"ok": True, "outputs": described}
             elif kind == "quit":
-                link.send(to_judge, {"ok": True, "n": cmd.get("n")})
+                link.send(to_judge, region, {"ok": True, "n": cmd.get("n")})
                 return
             else:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
@@ -244,7 +244,7 @@ def main() -> None:
                 },
                 [],
             )
-        link.send(to_judge, {**answer, "n": cmd.get("n")}, tensors)
+        link.send(to_judge, region, {**answer, "n": cmd.get("n")}, tensors)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,83 @@
+"""The judge-subject link: tensor bytes through the sealed shared region, headers through the pipe."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+from kernelbot.harness import link
+
+
+def _cross(tensors: list[torch.Tensor], max_bytes: int = 1 << 30) -> tuple[dict, list[torch.Tensor]]:
+    """Send from a forked child (the subject's side), receive here (the judge's side)."""
+    read_fd, write_fd = os.pipe()
+    region = link.shared_region()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        link.send(write_fd, region, {"ok": True, "n": 7}, tensors)
+        os._exit(0)
+    os.close(write_fd)
+    try:
+        return link.receive(read_fd, region, time.monotonic() + 60, max_bytes)
+    finally:
+        os.waitpid(pid, 0)
+        os.close(read_fd)
+        os.close(region)
+
+
+def test_tensors_of_every_kind_cross_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(link, "WINDOW", 3 * 4096)  # several windows per tensor, without gigabytes
+    sent = [
+        torch.randn(5000),  # 20000 bytes: two windows, the second partial
+        torch.arange(12, dtype=torch.int64).reshape(3, 4),
+        torch.rand(7) > 0.5,
+        torch.randn(3, 2, dtype=torch.complex64),
+        torch.empty(0, 4),
+        torch.randn(8, 6).t().contiguous(),
+    ]
+    header, got = _cross(sent)
+    assert header["ok"] is True and header["n"] == 7
+    assert [g.dtype for g in got] == [s.dtype for s in sent]
+    assert all(torch.equal(g, s) for g, s in zip(got, sent, strict=True))
+
+
+def test_the_receiver_holds_a_budget() -> None:
+    with pytest.raises(link.LinkError, match="at most 4000"):
+        _cross([torch.randn(1001)], max_bytes=4000)
+
+
+def test_offsets_come_from_the_header_alone() -> None:
+    assert link.layout([1, 4096, 0, 5000, 3]) == [0, 4096, 8192, 8192, 16384]
+
+
+def test_the_region_cannot_be_resized() -> None:
+    region = link.shared_region()
+    try:
+        assert os.fstat(region).st_size == link.REGION_BYTES
+        for size in (0, link.REGION_BYTES + 4096):  # a shrink would fault a mapping; growth is not allowed
+            with pytest.raises(PermissionError):
+                os.ftruncate(region, size)
+    finally:
+        os.close(region)
+
+
+def test_the_receivers_copy_is_its_own() -> None:
+    """What the subject writes into the region after its answer does not reach the judge's tensors, on
+    either way out of the region (pread on the CPU, mapped windows for a device)."""
+    region, sink = link.shared_region(), os.open(os.devnull, os.O_WRONLY)
+    try:
+        first = torch.randn(3000)
+        link.send(sink, region, {}, [first])
+        by_read = torch.empty(first.numel() * 4, dtype=torch.uint8)
+        link._read_region(region, by_read.numpy(), 0)
+        by_window = torch.empty_like(by_read)
+        link._through_windows(region, 0, by_window, into_region=False)
+        link.send(sink, region, {}, [torch.zeros(3000)])  # the subject rewrites the region afterwards
+        assert torch.equal(by_read.view(torch.float32), first)
+        assert torch.equal(by_window.view(torch.float32), first)
+    finally:
+        os.close(region), os.close(sink)
