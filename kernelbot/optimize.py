@@ -30,7 +30,7 @@ ANALYSIS_TIMEOUT_S = 120.0
 # candidate of a 10 ms operator is stopped in about a minute, not at harness.timeout_s (300 s by default).
 START_S, COMPILE_S, WORK_FACTOR = 45.0, 240.0, 20.0
 REWARD_MARGIN = 0.05  # rewards 2 and 3: more than 5% faster
-CONFIRM_AT_MOST = 2  # candidates timed side by side, the most promising first; the rest are reported as 1
+CONFIRM_AT_MOST = 2  # candidates timed side by side, each as it is found; the rest are reported as 1
 
 
 class SideBySide:
@@ -171,6 +171,27 @@ class OptimizeResult:
         }
 
 
+def _worth_confirming(candidates: list[CandidateResult]) -> bool:
+    """Whether the newest candidate (reward >= 2 on the cached baselines) is timed side by side: while fewer
+    than CONFIRM_AT_MOST were, and only if it claims more than every one confirmed so far."""
+    confirmed = [c for c in candidates[:-1] if c.side_by_side is not None or c.provisional_reward]
+    newest = candidates[-1].speedup_vs_eager or 0.0
+    return len(confirmed) < CONFIRM_AT_MOST and all(newest > (c.speedup_vs_eager or 0.0) for c in confirmed)
+
+
+def _confirm(candidate: CandidateResult, check: CheckReport, job: dict[str, Any], limits: Settings) -> None:
+    """Time one candidate in rounds shared with live baselines; where that cannot finish, its reward stays
+    the cached baselines' word, recorded as provisional and lowered to 1 (never claimed faster untimed)."""
+    # torch.compile joins the rounds only where a reward of 3 is at stake (it is slow to build).
+    rounds = SideBySide(check, job, limits, with_compile=candidate.reward == 3)
+    try:
+        rounds.confirm(candidate)
+    finally:
+        rounds.close()
+    if candidate.reward >= 2 and candidate.side_by_side is None:
+        candidate.provisional_reward, candidate.reward = candidate.reward, 1
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60]
 
@@ -272,26 +293,16 @@ def optimize_operator(
                     time.monotonic() - began,
                 )
             )
+            if fb.reward >= 2 and _worth_confirming(result.candidates):
+                # Now, not after the search: a later candidate that runs out the clock (a network's
+                # max-autotune build) must not cost this one its reward (seen on the H200: a 29x exact
+                # rewrite left at reward 1).
+                progress(f"{spec.name}: timing {proposal.origin} side by side with the baselines")
+                _confirm(result.candidates[-1], check, job, replace(settings, deadline=deadline))
             if result.stopped_by == "time":
                 break
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the candidates verified so far are kept
         result.stopped_by = stop.acknowledge(exc)
-    promising = sorted(
-        (c for c in result.candidates if c.reward >= 2), key=lambda c: -(c.speedup_vs_eager or 0.0)
-    )[:CONFIRM_AT_MOST]
-    if promising and result.stopped_by not in ("SIGINT", "SIGTERM"):
-        progress(f"{spec.name}: timing {len(promising)} candidate(s) side by side with the baselines")
-        try:
-            # torch.compile joins the rounds only where a reward of 3 is at stake (it is slow to build).
-            with_compile = any(c.reward == 3 for c in promising)
-            rounds = SideBySide(check, job, replace(settings, deadline=deadline), with_compile)
-            try:
-                for candidate in promising:
-                    rounds.confirm(candidate)
-            finally:
-                rounds.close()
-        except KeyboardInterrupt as exc:
-            result.stopped_by = stop.acknowledge(exc)
     for candidate in result.candidates:
         if candidate.reward >= 2 and candidate.side_by_side is None:  # never claimed faster untimed
             candidate.provisional_reward, candidate.reward = candidate.reward, 1

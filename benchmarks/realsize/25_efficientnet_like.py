@@ -61,6 +61,20 @@ class Model(nn.Module):
             nn.Conv2d(c, 1280, 1, bias=False), nn.BatchNorm2d(1280), nn.SiLU(), nn.AdaptiveAvgPool2d(1)
         )
         self.classifier = nn.Linear(1280, classes)
+        # Running statistics as a trained network has them. The harness times in eval mode, where freshly
+        # made BatchNorms (mean 0, variance 1) let the signal vanish through the blocks: the output was the
+        # classifier's bias for every input, and kernelbot rightly refused it as not depending on its inputs.
+        self._calibrate()
+
+    @torch.no_grad()
+    def _calibrate(self) -> None:
+        norms = [m for m in self.modules() if isinstance(m, nn.BatchNorm2d)]
+        for norm in norms:
+            norm.momentum = 1.0  # the running statistics become the calibration batch's
+        self.train()
+        self(torch.randn(8, 3, 64, 64))
+        for norm in norms:
+            norm.momentum = 0.1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.head(self.blocks(self.stem(x))), 1))
