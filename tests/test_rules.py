@@ -206,6 +206,30 @@ def test_compile_rules_match_by_device_and_launch_time(tmp_path: Path, rules: di
     assert not fires(rules["compile-reduce-overhead"], facts, "cuda")  # not launch-bound
 
 
+def test_a_measured_gpu_busy_share_decides_launch_boundness(tmp_path: Path, rules: dict[str, Rule]) -> None:
+    """The H200's ViT-like network (6.8 ms eager over many kernels) never had the CUDA-graph capture tried:
+    the time-per-kernel guess said no. Where the analysis measured how busy the GPU was, that decides."""
+    facts = facts_for(
+        tmp_path, "(x,) = args\n                return torch.relu(x) * 2", "[torch.randn(8)]", eager_ms=6.8
+    )
+    assert facts["gpu_busy"] is None  # not measured on the CPU: the guesses decide, and say no at 6.8 ms
+    capture = rules["cuda-graph-capture"]
+    assert not fires(capture, facts, "cuda")
+    facts["gpu_busy"] = 0.55  # launches take 45% of eager's wall time
+    assert fires(capture, facts, "cuda") and fires(rules["compile-reduce-overhead"], facts, "cuda")
+    facts["gpu_busy"], facts["eager_ms"] = 0.97, 0.01  # busy GPU: no graph, however short the call
+    why = capture.matches(facts, "cuda", "kernelbench", EXACT)
+    assert why is not None and "GPU busy 97%" in why
+
+
+def test_the_busy_share_counts_overlapping_kernels_once() -> None:
+    from kernelbot.agents.tracer import busy_share
+
+    assert busy_share([(0, 10), (5, 15), (20, 30)], wall_us=50) == 0.5  # 25 us of 50: the overlap once
+    assert busy_share([(0, 100)], wall_us=80) == 1.0  # clock skew cannot make the GPU more than busy
+    assert busy_share([], wall_us=80) is None
+
+
 def test_untraceable_operator_matches_no_graph_rule(tmp_path: Path, rules: dict[str, Rule]) -> None:
     facts = facts_for(
         tmp_path,

@@ -29,8 +29,10 @@ class Match(_Strict):
     modules_all: list[str] = []  # module class names (Conv2d, BatchNorm2d, ...) that must all be present
     modules_any: list[str] = []
     dtypes: list[str] = []  # input floating dtypes allowed; empty means any
-    # Launch-bound operators only: eager time at most max_eager_ms, or at most max_ms_per_kernel for each
-    # kernel one forward launches (a network of many small kernels); either suffices where both are set.
+    # Launch-bound operators only. Measured where the analysis could (CUDA): the GPU ran kernels for at most
+    # max_gpu_busy of eager's wall time (tracer.gpu_busy_share). Elsewhere guessed: eager time at most
+    # max_eager_ms, or at most max_ms_per_kernel for each kernel one forward launches (either suffices).
+    max_gpu_busy: float | None = None
     max_eager_ms: float | None = None
     max_ms_per_kernel: float | None = None
     min_eager_ms: float | None = None
@@ -89,7 +91,7 @@ class Rule(_Strict):
                 f"needs one of modules {m.modules_any}",
             ),
             (not m.dtypes or set(facts.get("input_dtypes", [])) <= set(m.dtypes), f"needs dtypes {m.dtypes}"),
-            (_launch_bound(m, facts), _launch_bound_why(m)),
+            (_launch_bound(m, facts), _launch_bound_why(m, facts)),
             (
                 m.min_eager_ms is None or facts.get("eager_ms", 0) >= m.min_eager_ms,
                 f"too short (< {m.min_eager_ms} ms)",
@@ -111,6 +113,8 @@ class Rule(_Strict):
 
 
 def _launch_bound(m: Match, facts: dict[str, Any]) -> bool:
+    if m.max_gpu_busy is not None and facts.get("gpu_busy") is not None:
+        return bool(facts["gpu_busy"] <= m.max_gpu_busy)  # measured: the guesses below do not overrule it
     if m.max_eager_ms is None and m.max_ms_per_kernel is None:
         return True
     eager, kernels = facts.get("eager_ms"), facts.get("kernels")
@@ -121,7 +125,9 @@ def _launch_bound(m: Match, facts: dict[str, Any]) -> bool:
     return short or many_small
 
 
-def _launch_bound_why(m: Match) -> str:
+def _launch_bound_why(m: Match, facts: dict[str, Any]) -> str:
+    if m.max_gpu_busy is not None and facts.get("gpu_busy") is not None:
+        return f"not launch-bound (GPU busy {facts['gpu_busy']:.0%} of eager's time > {m.max_gpu_busy:.0%})"
     limits = [f"> {m.max_eager_ms} ms"] if m.max_eager_ms is not None else []
     limits += [f"> {m.max_ms_per_kernel} ms per kernel"] if m.max_ms_per_kernel is not None else []
     return f"not launch-bound ({', '.join(limits)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,47 @@ def kernel_count(model: Any, inputs: list[Any]) -> int | None:
     return counter.count
 
 
+def gpu_busy_share(model: Any, inputs: list[Any], calls: int = 5) -> float | None:
+    """The share of eager calls' wall time in which the GPU ran their kernels (CUPTI kernel records through
+    torch.profiler, over a host clock around the same calls): low where launches, not kernels, take the
+    time, which a CUDA graph removes. None off CUDA, or where the profiler could not say."""
+    if not any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs):
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with torch.no_grad():
+            model(*inputs)  # warm-up: lazy initialisation and autotuning stay out
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                began = time.perf_counter()
+                for _ in range(calls):
+                    model(*inputs)
+                torch.cuda.synchronize()
+                wall_us = (time.perf_counter() - began) * 1e6
+        from torch.autograd import DeviceType
+
+        spans = [
+            (e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == DeviceType.CUDA
+        ]
+    except Exception:
+        return None
+    return busy_share(spans, wall_us)
+
+
+def busy_share(spans: list[tuple[float, float]], wall_us: float) -> float | None:
+    """The time covered by the GPU's work (the union of its intervals: kernels on several streams overlap)
+    over the wall time, at most 1; None where nothing ran."""
+    busy, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            busy += end - max(start, reach)
+            reach = end
+    if wall_us <= 0 or busy <= 0:
+        return None
+    return round(min(1.0, busy / wall_us), 3)
+
+
 def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     audit.install([job["root"]])  # before the operator's (untrusted) files are imported
     op = Operator(job)
@@ -84,6 +126,7 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     }
     model = op.reference
     facts["kernels"] = kernel_count(model, inputs)
+    facts["gpu_busy"] = gpu_busy_share(model, inputs)
     if isinstance(model, torch.nn.Module):
         facts["modules"] = sorted({type(m).__name__ for m in model.modules()} - {"Model"})
     try:
