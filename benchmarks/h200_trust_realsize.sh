@@ -4,11 +4,12 @@
 # libraries, built on the CI machine's Debian) and .old (the harness before the judge/subject split):
 #   bash benchmarks/h200_trust_realsize.sh trustgpu     # CUDA candidates in the sandbox, overhead before/after
 #   bash benchmarks/h200_trust_realsize.sh adversarial  # the adversarial and trust suites on CUDA
+#   bash benchmarks/h200_trust_realsize.sh gputests     # the GPU tests written since the last device session
 #   bash benchmarks/h200_trust_realsize.sh realsize   # `kernelbot optimize --time 120` over benchmarks/realsize/
 # STOP_S ends the stage's work that many seconds after it starts (default 540); a realsize call skips the
 # operators an earlier call on the same (still warm) machine finished. Results: $OUT/<stage>.tar.gz.
 set -u
-stage=${1:?trustgpu, adversarial or realsize}
+stage=${1:?trustgpu, gputests, adversarial or realsize}
 : "${OUT:?set OUT to the folder for results}"
 start=$(date +%s)
 stop_at=$((start + ${STOP_S:-540}))
@@ -27,12 +28,15 @@ left() { echo $((stop_at - $(date +%s))); }
 if [ "$stage" = trustgpu ]; then
     timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old --old-skip "${OLD_SKIP:-}" \
         >"$keep/$stage/trust_gpu.log" 2>&1
+elif [ "$stage" = gputests ]; then  # the GPU tests written since the last device session
+    timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider \
+        tests/test_link.py tests/test_gpu_launch_bound.py >"$keep/$stage/pytest_gpu.log" 2>&1
 elif [ "$stage" = adversarial ]; then
     KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
         -m "not slow" -q -rA -p no:cacheprovider tests/test_adversarial.py tests/test_trust.py \
         >"$keep/$stage/pytest_adversarial_cuda.log" 2>&1
 elif [ "$stage" = realsize ]; then
-    # The 6.4 GB elementwise operator, the exact rewrite under cancellation and the three networks first.
+    # The ten of the tenth session again first (each showed a harness limit fixed since), then the rest.
     order="07_gelu_6p4gb 05_matmul_sum_cancel 26_vit_like 25_efficientnet_like 27_gru 01_gemm_4096 \
         10_softmax_rows 22_attention_manual 08_fma_2gb 17_conv2d_3x3 23_mlp_block 12_layernorm"
     [ -n "${ONLY:-}" ] && order=$ONLY  # ONLY="05_matmul_sum_cancel ...": those alone, in that order

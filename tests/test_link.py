@@ -81,3 +81,19 @@ def test_the_receivers_copy_is_its_own() -> None:
         assert torch.equal(by_window.view(torch.float32), first)
     finally:
         os.close(region), os.close(sink)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_device_outputs_cross_straight_onto_the_device() -> None:
+    """A CUDA subject's outputs go from device memory into the region and from there onto the judge's device."""
+    sent = [torch.randn(3000, device="cuda"), torch.arange(7, device="cuda")]
+    read_fd, write_fd = os.pipe()
+    region = link.shared_region()
+    try:
+        link.send(write_fd, region, {"ok": True}, sent)
+        _, got = link.receive(read_fd, region, time.monotonic() + 60, 1 << 20, device="cuda")
+        assert all(g.is_cuda and torch.equal(g, s) for g, s in zip(got, sent, strict=True))
+    finally:
+        for fd in (read_fd, write_fd, region):
+            os.close(fd)
