@@ -45,21 +45,12 @@ elif [ "$stage" = realsize ]; then
         n=$(basename "$f" .py)
         case " $order " in *" $n "*) ;; *) order="$order $n" ;; esac
     done
-    optimize='import argparse, sys
-from kernelbot.commands import optimize
-from kernelbot.harness import stop
-parser = argparse.ArgumentParser(prog="kernelbot")
-optimize.register(parser.add_subparsers(dest="command"))
-args = parser.parse_args(["optimize", *sys.argv[1:]])
-args.started = stop.process_started()
-stop.install()
-sys.exit(args.run(args))'
     for n in $order; do
         [ -e "$keep/realsize/$n.json" ] && continue
         [ "$(left)" -lt $((${TIME_S:-120} + 30)) ] && { echo "not started (call's end): $n" >>"$keep/realsize/log.txt"; continue; }
         t0=$(date +%s.%N)
-        # `kernelbot optimize` with only its own subcommand registered (the others import PyGithub, not here)
-        timeout -k 5 $((${TIME_S:-120} + 50)) python3 -c "$optimize" \
+        # `kernelbot optimize` imports only its own command (the image has no PyGithub)
+        timeout -k 5 $((${TIME_S:-120} + 50)) python3 -m kernelbot.cli optimize \
             "benchmarks/realsize/$n.py" --agent search --time "${TIME_S:-120}" --device cuda --repo . \
             --out "/tmp/kernelbot-candidates/$n" --json "$keep/realsize/$n.json" \
             >"$keep/realsize/$n.log" 2>&1

@@ -18,13 +18,15 @@ from kernelbot.harness.jail import JailUnavailable
 COMMANDS = ("check", "review", "optimize", "db", "report", "history", "ingest", "action", "publish", "export")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """All commands, or only `only`'s: a command imports what it needs alone (`optimize` on a GPU machine
+    without PyGithub, say), while `kernelbot --help` and a misspelt command still list them all."""
     parser = argparse.ArgumentParser(
         prog="kernelbot", description="Keeps GPU code fast in every pull request."
     )
     parser.add_argument("--version", action="version", version=f"kernelbot {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only not in COMMANDS else (only,):
         importlib.import_module(f"kernelbot.commands.{name}").register(sub)
     return parser
 
@@ -33,9 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A command's --time counts from the process's start (Python and the imports) when run from the shell,
     # from this call when called in-process (tests, scripts).
     started = stop.process_started() if argv is None else time.monotonic()
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=next((w for w in words if not w.startswith("-")), None))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
     args.started = started
