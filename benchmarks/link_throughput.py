@@ -18,7 +18,7 @@ from kernelbot.harness.protocol import read_exact, widen, write_frame
 
 def _through_region(tensor: torch.Tensor, repeat: int) -> float:
     to_r, to_w = os.pipe()
-    region = link.shared_region()
+    region = link.shared_region(1 << 32)
     pid = os.fork()
     if pid == 0:  # the subject's side
         os.close(to_r)
@@ -28,7 +28,7 @@ def _through_region(tensor: torch.Tensor, repeat: int) -> float:
     os.close(to_w)
     t0 = time.perf_counter()
     for _ in range(repeat):
-        link.receive(to_r, region, time.monotonic() + 600, tensor.numel() * tensor.element_size())
+        link.receive(to_r, region, time.monotonic() + 600, tensor.numel() * tensor.element_size(), free=True)
     seconds = time.perf_counter() - t0
     os.waitpid(pid, 0)
     os.close(to_r), os.close(region)

@@ -14,7 +14,7 @@ from kernelbot.harness import link
 def _cross(tensors: list[torch.Tensor], max_bytes: int = 1 << 30) -> tuple[dict, list[torch.Tensor]]:
     """Send from a forked child (the subject's side), receive here (the judge's side)."""
     read_fd, write_fd = os.pipe()
-    region = link.shared_region()
+    region = link.shared_region(1 << 30)
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
@@ -22,7 +22,7 @@ def _cross(tensors: list[torch.Tensor], max_bytes: int = 1 << 30) -> tuple[dict,
         os._exit(0)
     os.close(write_fd)
     try:
-        return link.receive(read_fd, region, time.monotonic() + 60, max_bytes)
+        return link.receive(read_fd, region, time.monotonic() + 60, max_bytes, free=True)
     finally:
         os.waitpid(pid, 0)
         os.close(read_fd)
@@ -55,10 +55,10 @@ def test_offsets_come_from_the_header_alone() -> None:
 
 
 def test_the_region_cannot_be_resized() -> None:
-    region = link.shared_region()
+    region = link.shared_region(1 << 30)
     try:
-        assert os.fstat(region).st_size == link.REGION_BYTES
-        for size in (0, link.REGION_BYTES + 4096):  # a shrink would fault a mapping; growth is not allowed
+        assert os.fstat(region).st_size == 1 << 30
+        for size in (0, (1 << 30) + 4096):  # a shrink would fault a mapping; growth is not allowed
             with pytest.raises(PermissionError):
                 os.ftruncate(region, size)
     finally:
@@ -68,7 +68,7 @@ def test_the_region_cannot_be_resized() -> None:
 def test_the_receivers_copy_is_its_own() -> None:
     """What the subject writes into the region after its answer does not reach the judge's tensors, on
     either way out of the region (pread on the CPU, mapped windows for a device)."""
-    region, sink = link.shared_region(), os.open(os.devnull, os.O_WRONLY)
+    region, sink = link.shared_region(1 << 30), os.open(os.devnull, os.O_WRONLY)
     try:
         first = torch.randn(3000)
         link.send(sink, region, {}, [first])
@@ -89,11 +89,41 @@ def test_device_outputs_cross_straight_onto_the_device() -> None:
     """A CUDA subject's outputs go from device memory into the region and from there onto the judge's device."""
     sent = [torch.randn(3000, device="cuda"), torch.arange(7, device="cuda")]
     read_fd, write_fd = os.pipe()
-    region = link.shared_region()
+    region = link.shared_region(1 << 30)
     try:
         link.send(write_fd, region, {"ok": True}, sent)
         _, got = link.receive(read_fd, region, time.monotonic() + 60, 1 << 20, device="cuda")
         assert all(g.is_cuda and torch.equal(g, s) for g, s in zip(got, sent, strict=True))
+    finally:
+        for fd in (read_fd, write_fd, region):
+            os.close(fd)
+
+
+def test_the_judge_frees_each_answer_and_refuses_pages_it_did_not_ask_for() -> None:
+    region = link.shared_region(1 << 30)
+    read_fd, write_fd = os.pipe()
+    try:
+        link.send(write_fd, region, {}, [torch.randn(1 << 20)])
+        assert os.fstat(region).st_blocks * 512 >= 4 << 20  # the answer's pages, written
+        link.receive(read_fd, region, time.monotonic() + 60, 8 << 20, free=True)
+        assert os.fstat(region).st_blocks == 0  # freed once read
+        os.posix_fallocate(region, 1 << 29, 8 << 20)  # memory taken through the region, outside any answer
+        link.send(write_fd, region, {}, [torch.randn(16)])
+        with pytest.raises(link.LinkError, match="held in the shared region"):
+            link.receive(read_fd, region, time.monotonic() + 60, 1 << 20, free=True)
+    finally:
+        for fd in (read_fd, write_fd, region):
+            os.close(fd)
+
+
+def test_a_shape_that_overflows_the_element_count_is_refused() -> None:
+    read_fd, write_fd = os.pipe()
+    region = link.shared_region(1 << 20)
+    try:
+        body = b'{"n":1,"tensors":[{"dtype":"float32","shape":[549755813888,549755813888,0]}]}'
+        os.write(write_fd, len(body).to_bytes(8, "big") + body)
+        with pytest.raises(link.LinkError, match="tensor shape"):
+            link.receive(read_fd, region, time.monotonic() + 60, 1 << 20, free=True)
     finally:
         for fd in (read_fd, write_fd, region):
             os.close(fd)

@@ -165,6 +165,16 @@ def test_an_answer_queued_before_the_judge_asks_is_rejected(tmp_path: Path) -> N
     assert ev.status == "rejected" and "subject process sent" in ev.reason
 
 
+def test_memory_taken_through_the_shared_region_is_refused_and_freed(tmp_path: Path) -> None:
+    ev = _attack("region_fill", tmp_path)
+    assert ev.status == "rejected" and "held in the shared region" in ev.reason, ev.reason
+
+
+def test_an_answer_that_breaks_the_judges_read_stays_the_candidates_failure(tmp_path: Path) -> None:
+    ev = _attack("shape_overflow", tmp_path)  # a shape whose element count overflows torch's
+    assert ev.status == "rejected" and "tensor shape" in ev.reason, (ev.status, ev.reason)
+
+
 def test_the_sandbox_environment_is_an_allow_list() -> None:
     env = jail.environment({"PYTHONPATH": "/x"})
     assert not set(SECRETS) & set(env)

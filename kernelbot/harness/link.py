@@ -24,6 +24,7 @@ import os
 import secrets
 import struct
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,10 +34,9 @@ from kernelbot.harness.protocol import ChannelError, read_exact, write_frame
 
 _LEN = struct.Struct(">Q")
 MAX_HEADER = 1 << 20
-# The shared region's fixed size: sparse, so only the pages an answer writes take memory. Sealed at that size,
-# neither side can resize it: a shrink under the writer's mapping would kill it with SIGBUS, and a region that
-# had to grow would meet the sandbox's file-size limit (sandbox.MAX_FILE_BYTES) in the process that grew it.
-REGION_BYTES = 1 << 40
+# Pages the region may hold between answers (the judge frees each answer's pages once it has read them):
+# more means the subject allocated memory through it (fallocate), which no process's RLIMIT_AS counts.
+HELD_SLACK = 1 << 20
 # The most of the region a subject maps at once: its address space stays small under a CPU memory limit.
 WINDOW = 64 << 20
 _MAP_FLAGS = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the window's pages in one go, not a fault per page
@@ -55,10 +55,13 @@ class LinkError(Exception):
     """The other side sent something that is not a well-formed answer to the question asked."""
 
 
-def shared_region() -> int:
-    """A new shared region for one judge-subject pair (the parent makes it and hands it to both)."""
+def shared_region(size: int) -> int:
+    """A new shared region for one judge-subject pair (the parent makes it and hands it to both). Sparse: only
+    pages written take memory. Sealed at `size`, neither side can resize it: a shrink under the writer's
+    mapping would kill it with SIGBUS, and growth would meet the sandbox's file-size limit
+    (sandbox.MAX_FILE_BYTES) in the process that grew it. `size` bounds what a subject can hold in it."""
     fd = os.memfd_create("kernelbot-outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    os.ftruncate(fd, REGION_BYTES)
+    os.ftruncate(fd, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
     return fd
 
@@ -100,21 +103,40 @@ def send(fd: int, region: int, header: dict[str, Any], tensors: list[torch.Tenso
 
 
 def _through_windows(region: int, offset: int, flat: torch.Tensor, *, into_region: bool) -> None:
-    """Copy a tensor's bytes (CPU or device) into the region, or out of it, a mapped window at a time.
-    Mapping is safe for both sides: the region is sealed at its size, so no page of a window can vanish."""
+    """Copy a tensor's bytes (CPU or device) into the region, or out of it through a read-only mapping, a
+    window at a time. Mapping is safe for both sides: the region is sealed at its size, so no page of a
+    window can vanish under it."""
+    prot = mmap.PROT_READ | mmap.PROT_WRITE if into_region else mmap.PROT_READ
     for start in range(0, flat.numel(), WINDOW):
         part = flat[start : start + WINDOW]
-        with mmap.mmap(region, part.numel(), flags=_MAP_FLAGS, offset=offset + start) as window:
-            mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
+        with mmap.mmap(region, part.numel(), flags=_MAP_FLAGS, prot=prot, offset=offset + start) as window:
+            with warnings.catch_warnings():  # a read-only buffer is what the reading side wants
+                warnings.simplefilter("ignore", UserWarning)
+                mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
             # Device copies from or to pageable memory are synchronous: the receiver's copy is a snapshot.
             mapped.copy_(part) if into_region else part.copy_(mapped)
             del mapped  # the mapping closes only once no tensor views it
 
 
+def release(region: int, nbytes: int) -> None:
+    """Free the region's pages up to `nbytes` (the answer just read), then refuse a region that still holds
+    more than HELD_SLACK: pages the subject allocated there itself, outside any answer."""
+    for start in range(0, nbytes, WINDOW):
+        length = min(WINDOW, nbytes - start)
+        with mmap.mmap(region, length, flags=mmap.MAP_SHARED, offset=start) as window:
+            window.madvise(mmap.MADV_REMOVE)
+    held = os.fstat(region).st_blocks * 512
+    if held > HELD_SLACK:
+        raise LinkError(
+            f"{held} bytes held in the shared region outside any answer (memory taken through it)"
+        )
+
+
 def receive(
-    fd: int, region: int, deadline: float, max_bytes: int, device: str = "cpu"
+    fd: int, region: int, deadline: float, max_bytes: int, device: str = "cpu", *, free: bool = False
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
-    """One message, its tensors copied out of the shared region onto `device` (the receiver's own copies)."""
+    """One message, its tensors copied out of the shared region onto `device` (the receiver's own copies);
+    `free`: the judge's side, which then frees the region's pages and checks it holds nothing else."""
     (size,) = _LEN.unpack(_read(fd, _LEN.size, deadline))
     if size > MAX_HEADER:
         raise LinkError(f"a header of {size} bytes")
@@ -132,14 +154,24 @@ def receive(
     sizes = [math.prod(shape) * torch.empty((), dtype=dtype).element_size() for dtype, shape in shapes]
     if sum(sizes) > budget:
         raise LinkError(f"tensors of {sum(sizes)} bytes where at most {budget} were due")
+    offsets = layout(sizes)
     tensors = []
-    for (dtype, shape), size, offset in zip(shapes, sizes, layout(sizes), strict=True):
-        flat = torch.empty(size, dtype=torch.uint8, device=device)
-        if size and device == "cpu":
-            _read_region(region, flat.numpy(), offset)
-        elif size:  # straight onto the device, no host copy of ours between
-            _through_windows(region, offset, flat, into_region=False)
-        tensors.append(flat.view(dtype).reshape(shape))
+    try:
+        for (dtype, shape), size, offset in zip(shapes, sizes, offsets, strict=True):
+            flat = torch.empty(size, dtype=torch.uint8, device=device)
+            if size and device == "cpu":
+                _read_region(region, flat.numpy(), offset)
+            elif size:  # straight onto the device, no host copy of ours between
+                _through_windows(region, offset, flat, into_region=False)
+            tensors.append(flat.view(dtype).reshape(shape))
+    except LinkError:
+        raise
+    except torch.OutOfMemoryError:
+        raise LinkError("outputs the judge's device memory cannot hold beside the subject's") from None
+    except Exception as exc:  # whatever the subject's bytes or shapes make of a read: its answer, not ours
+        raise LinkError(f"outputs that could not be read ({type(exc).__name__}: {exc})"[:300]) from None
+    if free:
+        release(region, offsets[-1] + sizes[-1] if sizes else 0)
     return header, tensors
 
 
@@ -162,6 +194,8 @@ def _spec(spec: Any) -> tuple[torch.dtype, list[int]]:
         raise LinkError(f"a tensor description {str(spec)[:80]!r}")
     shape = spec.get("shape")
     if not isinstance(shape, list) or not all(type(n) is int and 0 <= n < 2**40 for n in shape):
+        raise LinkError(f"a tensor shape {str(shape)[:80]!r}")
+    if len(shape) > 64 or math.prod(n for n in shape if n) >= 2**62:  # torch's element count would overflow
         raise LinkError(f"a tensor shape {str(shape)[:80]!r}")
     return DTYPES[spec["dtype"]], shape
 
@@ -201,7 +235,7 @@ class Peer:
         self, nonce: int, *, max_bytes: int = 0, timeout_s: float = 1e9
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         deadline = time.monotonic() + timeout_s
-        header, tensors = receive(self.from_fd, self.region, deadline, max_bytes, self.device)
+        header, tensors = receive(self.from_fd, self.region, deadline, max_bytes, self.device, free=True)
         if header.get("n") != nonce:
             raise LinkError("an answer to a question not asked (its nonce does not match)")
         return header, tensors

@@ -46,6 +46,14 @@ def worker_env(cache_dir: Path | None, device: str = "cpu") -> dict[str, str]:
     return jail.environment(extra)
 
 
+def region_bytes(memory_limit_mb: int, device: str) -> int:
+    """The size of the shared region outputs cross in, which bounds what a subject can hold there: its memory
+    limit on the CPU; on CUDA (no limit on host memory) half the host's memory, as its private /tmp has."""
+    if device == "cpu":
+        return memory_limit_mb << 20
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -117,7 +125,7 @@ class Sandbox:
         from_subject_r, from_subject_w = os.pipe()
         for fd in (to_subject_w, from_subject_w):  # headers cross these; tensors cross the shared region
             widen(fd)
-        region = link.shared_region()
+        region = link.shared_region(region_bytes(memory_limit_mb, device))
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox; closed in close())
         self._subject_log = tempfile.TemporaryFile()  # noqa: SIM115 (likewise)
         limit = memory_limit_mb * 1024 * 1024 if device == "cpu" else None
