@@ -2,10 +2,11 @@
 
 A tensor's bytes do not cross the pipe: the subject writes them into a region of shared memory (a sealed
 memfd the parent made, `shared_region`) at offsets the judge derives from the header itself, and the judge
-reads its own copy out with `pread` before it looks at them. A 64 MiB output crossed a 1 MiB pipe at
-0.3-0.5 GB/s on the 2-core CI box; a memfd `pread` ran at ~1.9 GB/s there (benchmarks/link_throughput.py).
-The region holds nothing but the subject's own outputs: a subject that rewrites it while the judge reads
-only changes its own answer, which is then checked like any other.
+takes its own copy (`pread`, or a read-only mapping straight onto the GPU) before it looks at them, then
+frees the pages. On the 2-core CI box an output crossed 2.3-3x as fast as through the 1 MiB pipe
+(benchmarks/link_throughput.py). The region holds nothing but the subject's own outputs: a subject that
+rewrites it while the judge reads only changes its own answer, which is then checked like any other, and
+one that keeps pages there (memory no RLIMIT_AS counts) is refused at its next answer (`release`).
 
 Everything that arrives from the subject is untrusted data: sizes are capped, dtypes and shapes checked,
 and only exact `torch.Tensor` outputs are sent as tensors (anything else is named by its type, as the
