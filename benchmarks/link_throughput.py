@@ -23,7 +23,9 @@ def _through_region(tensor: torch.Tensor, repeat: int) -> float:
     if pid == 0:  # the subject's side
         os.close(to_r)
         for _ in range(repeat):
-            link.send(to_w, region, {"ok": True}, [tensor])
+            outgoing = link.Outgoing(region)
+            outgoing.add(tensor)
+            link.send(to_w, {"ok": True}, outgoing)
         os._exit(0)
     os.close(to_w)
     t0 = time.perf_counter()

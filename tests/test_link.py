@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from kernelbot.harness import link
+
+
+def _send(fd: int, region: int, header: dict, tensors: list[torch.Tensor]) -> None:
+    """The subject's side of one answer: each tensor into the region, then the header."""
+    outgoing = link.Outgoing(region)
+    for tensor in tensors:
+        outgoing.add(tensor)
+    link.send(fd, header, outgoing)
 
 
 def _cross(tensors: list[torch.Tensor], max_bytes: int = 1 << 30) -> tuple[dict, list[torch.Tensor]]:
@@ -18,7 +27,7 @@ def _cross(tensors: list[torch.Tensor], max_bytes: int = 1 << 30) -> tuple[dict,
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        link.send(write_fd, region, {"ok": True, "n": 7}, tensors)
+        _send(write_fd, region, {"ok": True, "n": 7}, tensors)
         os._exit(0)
     os.close(write_fd)
     try:
@@ -71,12 +80,12 @@ def test_the_receivers_copy_is_its_own() -> None:
     region, sink = link.shared_region(1 << 30), os.open(os.devnull, os.O_WRONLY)
     try:
         first = torch.randn(3000)
-        link.send(sink, region, {}, [first])
+        _send(sink, region, {}, [first])
         by_read = torch.empty(first.numel() * 4, dtype=torch.uint8)
         link._read_region(region, by_read.numpy(), 0)
         by_window = torch.empty_like(by_read)
         link._through_windows(region, 0, by_window, into_region=False)
-        link.send(sink, region, {}, [torch.zeros(3000)])  # the subject rewrites the region afterwards
+        _send(sink, region, {}, [torch.zeros(3000)])  # the subject rewrites the region afterwards
         assert torch.equal(by_read.view(torch.float32), first)
         assert torch.equal(by_window.view(torch.float32), first)
     finally:
@@ -91,7 +100,7 @@ def test_device_outputs_cross_straight_onto_the_device() -> None:
     read_fd, write_fd = os.pipe()
     region = link.shared_region(1 << 30)
     try:
-        link.send(write_fd, region, {"ok": True}, sent)
+        _send(write_fd, region, {"ok": True}, sent)
         _, got = link.receive(read_fd, region, time.monotonic() + 60, 1 << 20, device="cuda")
         assert all(g.is_cuda and torch.equal(g, s) for g, s in zip(got, sent, strict=True))
     finally:
@@ -103,12 +112,12 @@ def test_the_judge_frees_each_answer_and_refuses_pages_it_did_not_ask_for() -> N
     region = link.shared_region(1 << 30)
     read_fd, write_fd = os.pipe()
     try:
-        link.send(write_fd, region, {}, [torch.randn(1 << 20)])
+        _send(write_fd, region, {}, [torch.randn(1 << 20)])
         assert os.fstat(region).st_blocks * 512 >= 4 << 20  # the answer's pages, written
         link.receive(read_fd, region, time.monotonic() + 60, 8 << 20, free=True)
         assert os.fstat(region).st_blocks == 0  # freed once read
         os.posix_fallocate(region, 1 << 29, 8 << 20)  # memory taken through the region, outside any answer
-        link.send(write_fd, region, {}, [torch.randn(16)])
+        _send(write_fd, region, {}, [torch.randn(16)])
         with pytest.raises(link.LinkError, match="held in the shared region"):
             link.receive(read_fd, region, time.monotonic() + 60, 1 << 20, free=True)
     finally:
@@ -127,3 +136,40 @@ def test_a_shape_that_overflows_the_element_count_is_refused() -> None:
     finally:
         for fd in (read_fd, write_fd, region):
             os.close(fd)
+
+
+def test_outputs_of_a_failed_answer_are_freed_not_announced() -> None:
+    """A subject whose second run fails after the first run's outputs went into the region: those pages go,
+    so the judge reads the failure itself, not a region holding pages no answer announced."""
+    region = link.shared_region(1 << 30)
+    read_fd, write_fd = os.pipe()
+    try:
+        outgoing = link.Outgoing(region)
+        outgoing.add(torch.randn(1 << 20))
+        outgoing.discard()
+        link.send(write_fd, {"ok": False, "status": "crashed"}, outgoing)
+        header, tensors = link.receive(read_fd, region, time.monotonic() + 60, 8 << 20, free=True)
+        assert header["status"] == "crashed" and tensors == []
+        assert os.fstat(region).st_blocks == 0
+    finally:
+        for fd in (read_fd, write_fd, region):
+            os.close(fd)
+
+
+def test_a_candidate_that_fails_on_its_second_run_is_reported_as_crashed(tmp_path: Path) -> None:
+    """End to end: the first run's 4 MiB output was already in the region when the second run raised (never
+    compared: the answer is the failure)."""
+    from kernelbot.harness.evaluate import Settings, evaluate
+
+    ops = Path(__file__).parent / "adversarial" / "ops"
+    job = {"kind": "kernelbench", "root": str(ops), "file": "matmul_op.py", "device": "cpu",
+           "allow_tf32": False, "atol": None, "rtol": None}  # fmt: skip
+    candidate = tmp_path / "second_run_fails.py"
+    candidate.write_text(
+        "import torch\n\nCALLS = []\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, a, b):\n        CALLS.append(1)\n"
+        "        if len(CALLS) == 2:\n            raise RuntimeError('second run')\n"
+        "        return torch.zeros(1024, 1024)  # 4 MiB: more than the region may hold unannounced\n"
+    )
+    ev = evaluate(job, "candidate", Settings(timeout_s=60), candidate=str(candidate), time_it=False)
+    assert ev.status == "crashed" and "second run" in ev.reason, (ev.status, ev.reason)

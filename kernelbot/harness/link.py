@@ -62,7 +62,7 @@ def shared_region(size: int) -> int:
     mapping would kill it with SIGBUS, and growth would meet the sandbox's file-size limit
     (sandbox.MAX_FILE_BYTES) in the process that grew it. `size` bounds what a subject can hold in it."""
     fd = os.memfd_create("kernelbot-outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    os.ftruncate(fd, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE)
+    os.ftruncate(fd, _pages(size))
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
     return fd
 
@@ -73,34 +73,54 @@ def layout(sizes: list[int]) -> list[int]:
     offsets, at = [], 0
     for size in sizes:
         offsets.append(at)
-        at += -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+        at += _pages(size)
     return offsets
 
 
-def describe(output: Any) -> tuple[list[Any], list[torch.Tensor]]:
-    """An output as a list of item descriptions and the exact tensors among them (contiguous, on their device:
-    `send` copies them straight into the shared region)."""
+class Outgoing:
+    """An answer's tensors, each written into the shared region as it is added (at the offset `layout` gives
+    it), so that its device memory can go before the next output is made: a check holds two runs of a
+    multi-GB output, which should not both sit on the GPU."""
+
+    def __init__(self, region: int) -> None:
+        self.region, self.specs, self.end = region, list[dict[str, Any]](), 0
+
+    def add(self, tensor: torch.Tensor) -> None:
+        flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        _through_windows(self.region, self.end, flat, into_region=True)
+        self.specs.append({"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)})
+        self.end += _pages(flat.numel())
+
+    def discard(self) -> None:
+        """For an answer that failed after some outputs were written: their pages go, none is announced."""
+        free(self.region, self.end)
+        self.specs, self.end = [], 0
+
+
+def describe(output: Any, into: Outgoing) -> list[Any]:
+    """An output as a list of item descriptions; the exact tensors among it go into `into` (anything else
+    is named by its type, as the comparison's rule on output types wants)."""
     items = list(output) if isinstance(output, tuple | list) else [output]
     described: list[Any] = []
-    tensors: list[torch.Tensor] = []
     for item in items:
         if type(item) is _tensor_type:
             described.append({"dtype": str(item.dtype).removeprefix("torch."), "shape": list(item.shape)})
-            tensors.append(item.detach().contiguous())
+            into.add(item)
         else:
             described.append({"type": f"{type(item).__module__}.{type(item).__qualname__}"})
-    return [isinstance(output, tuple | list), described], tensors
+    return [isinstance(output, tuple | list), described]
 
 
-def send(fd: int, region: int, header: dict[str, Any], tensors: list[torch.Tensor] = ()) -> None:  # type: ignore[assignment]
-    """One message: each tensor's bytes into the shared region first, then the header (with each tensor's
-    dtype and shape added) on the pipe, which tells the other side they are there."""
-    specs = [{"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)} for t in tensors]
-    flats = [t.reshape(-1).view(torch.uint8) for t in tensors]
-    for flat, offset in zip(flats, layout([f.numel() for f in flats]), strict=True):
-        _through_windows(region, offset, flat, into_region=True)
+def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> None:
+    """One message: the header on the pipe, with the dtype and shape of each tensor `outgoing` has already
+    written into the shared region (the header tells the other side they are there)."""
+    specs = outgoing.specs if outgoing is not None else []
     body = json.dumps({**header, "tensors": specs}, separators=(",", ":")).encode()
     write_frame(fd, _LEN.pack(len(body)) + body)
+
+
+def _pages(nbytes: int) -> int:
+    return -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
 
 
 def _through_windows(region: int, offset: int, flat: torch.Tensor, *, into_region: bool) -> None:
@@ -119,13 +139,18 @@ def _through_windows(region: int, offset: int, flat: torch.Tensor, *, into_regio
             del mapped  # the mapping closes only once no tensor views it
 
 
-def release(region: int, nbytes: int) -> None:
-    """Free the region's pages up to `nbytes` (the answer just read), then refuse a region that still holds
-    more than HELD_SLACK: pages the subject allocated there itself, outside any answer."""
+def free(region: int, nbytes: int) -> None:
+    """Give back the memory of the region's first `nbytes` (its pages, not its size)."""
     for start in range(0, nbytes, WINDOW):
         length = min(WINDOW, nbytes - start)
         with mmap.mmap(region, length, flags=mmap.MAP_SHARED, offset=start) as window:
             window.madvise(mmap.MADV_REMOVE)
+
+
+def release(region: int, nbytes: int) -> None:
+    """Free the region's pages up to `nbytes` (the answer just read), then refuse a region that still holds
+    more than HELD_SLACK: pages the subject allocated there itself, outside any answer."""
+    free(region, nbytes)
     held = os.fstat(region).st_blocks * 512
     if held > HELD_SLACK:
         raise LinkError(
@@ -227,7 +252,7 @@ class Peer:
         """Send one question; its answer is read by `answer` (the judge works meanwhile). The nonce back."""
         nonce = secrets.randbits(63)
         try:
-            send(self.to_fd, self.region, {**command, "n": nonce})
+            send(self.to_fd, {**command, "n": nonce})
         except OSError:
             raise EOFError("the subject process is gone") from None
         return nonce

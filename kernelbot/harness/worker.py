@@ -2,9 +2,10 @@
 
 Run as `python -m kernelbot.harness.worker FROM_JUDGE_FD TO_JUDGE_FD REGION_FD DEVICE`, in its own OS sandbox
 (jail.py). It holds no reference output, no comparison, no result-channel key and no clock the verdict
-trusts: it makes its inputs from the seeds the judge names, runs the subject, and sends back outputs (their
-bytes through the shared region, link.py) and the times its own timer saw. The judge (judge.py, another process) checks the outputs against its own reference and bounds
-every timing by its own clock, so whatever the subject does in here can fail itself, never forge a pass.
+trusts: it makes its inputs from the seeds the judge names, runs the subject, and sends back outputs
+(their bytes through the shared region, link.py) and the times its own timer saw. The judge (judge.py,
+another process) checks the outputs against its own reference and bounds every timing by its own clock, so
+whatever the subject does in here can fail itself, never forge a pass.
 The in-process guards and the audit hook are a first layer, not the one that holds.
 """
 
@@ -104,18 +105,16 @@ class Subject:
         junk = torch.full((size,), float("nan"), device=self.device)
         del junk
 
-    def run(self, case: int, seed: int, repeat: int) -> tuple[list[Any], list[torch.Tensor]]:
+    def run(self, case: int, seed: int, repeat: int, into: link.Outgoing) -> list[Any]:
         inputs = self.op.cases[case].make(seed)
-        described, tensors = [], []
+        described = []
         for _ in range(repeat):
             self._poison(inputs)
             out = call(self.fn, clone(inputs), self.who, self.timer)
             self.guard()
-            desc, found = link.describe(out)
-            described.append(desc)
-            tensors += found
+            described.append(link.describe(out, into))  # its bytes leave the device before the next run
             del out
-        return described, tensors
+        return described
 
     def time_begin(self, seed: int, calls: int | None, budget: int) -> dict[str, Any]:
         first = self.op.cases[0].make(seed)
@@ -147,16 +146,10 @@ class Subject:
             "hidden": self.timer.last_hidden,
         }
 
-    def last_outputs(self) -> tuple[list[Any], list[torch.Tensor]]:
+    def last_outputs(self, into: link.Outgoing) -> list[Any]:
         self.guard()
-        described, tensors = [], []
-        for (
-            out
-        ) in self.outputs:  # every set was called (calls >= sets): None here is what the subject returned
-            desc, found = link.describe(out)
-            described.append(desc)
-            tensors += found
-        return described, tensors
+        # every set was called (calls >= sets): None here is what the subject returned
+        return [link.describe(out, into) for out in self.outputs]
 
 
 def main() -> None:
@@ -175,7 +168,7 @@ def main() -> None:
             cmd, _ = link.receive(from_judge, region, time.monotonic() + 1e7, 0)
         except Exception:
             return  # the judge is gone
-        tensors: list[torch.Tensor] = []
+        outgoing = link.Outgoing(region)
         try:
             kind = cmd.get("cmd")
             if kind == "hello":
@@ -203,7 +196,7 @@ def main() -> None:
             elif subject is None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
             elif kind == "run":
-                described, tensors = subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]))
+                described = subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), outgoing)
                 answer = {"ok": True, "outputs": described}
             elif kind == "time_begin":
                 with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
@@ -217,15 +210,14 @@ def main() -> None:
             elif kind == "go":
                 answer = {"ok": True, **subject.go()}
             elif kind == "outputs":
-                described, tensors = subject.last_outputs()
-                answer = {"ok": True, "outputs": described}
+                answer = {"ok": True, "outputs": subject.last_outputs(outgoing)}
             elif kind == "quit":
-                link.send(to_judge, region, {"ok": True, "n": cmd.get("n")})
+                link.send(to_judge, {"ok": True, "n": cmd.get("n")})
                 return
             else:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
         except Failure as exc:
-            answer, tensors = {**exc.extra, "ok": False, "status": exc.status, "reason": exc.reason}, []
+            answer = {**exc.extra, "ok": False, "status": exc.status, "reason": exc.reason}
         except SystemExit as exc:
             answer = {
                 "ok": False,
@@ -236,15 +228,14 @@ def main() -> None:
             answer = {"ok": False, "status": "crashed", "reason": f"{type(exc).__name__}: {exc}"}
         refused = audit.refusal()
         if refused is not None:  # even if the code caught the PermissionError and carried on
-            answer, tensors = (
-                {
-                    "ok": False,
-                    "status": "rejected",
-                    "reason": f"anti-hack check: the sandbox refused {refused}",
-                },
-                [],
-            )
-        link.send(to_judge, region, {**answer, "n": cmd.get("n")}, tensors)
+            answer = {
+                "ok": False,
+                "status": "rejected",
+                "reason": f"anti-hack check: the sandbox refused {refused}",
+            }
+        if not answer.get("ok"):
+            outgoing.discard()  # outputs written before the failure: freed, not announced
+        link.send(to_judge, {**answer, "n": cmd.get("n")}, outgoing)
 
 
 if __name__ == "__main__":
