@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -16,46 +17,59 @@ from kernelbot.harness import link
 from kernelbot.harness.protocol import read_exact, widen, write_frame
 
 
-def _through_region(tensor: torch.Tensor, repeat: int) -> float:
-    to_r, to_w = os.pipe()
-    region = link.shared_region(1 << 32)
+def _exchange(
+    tensor: torch.Tensor, repeat: int, subject: Callable[[int], None], judge: Callable[[int], None]
+) -> float:
+    """`repeat` answers, each asked for first (one byte), as the judge asks: a forked subject answers with
+    `subject(fd)`, this process reads each with `judge(fd)`. The seconds it took."""
+    ask_r, ask_w = os.pipe()
+    answer_r, answer_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the subject's side
-        os.close(to_r)
         for _ in range(repeat):
-            outgoing = link.Outgoing(region)
-            outgoing.add(tensor)
-            link.send(to_w, {"ok": True}, outgoing)
+            os.read(ask_r, 1)
+            subject(answer_w)
         os._exit(0)
-    os.close(to_w)
     t0 = time.perf_counter()
     for _ in range(repeat):
-        link.receive(to_r, region, time.monotonic() + 600, tensor.numel() * tensor.element_size(), free=True)
+        os.write(ask_w, b"?")
+        judge(answer_r)
     seconds = time.perf_counter() - t0
     os.waitpid(pid, 0)
-    os.close(to_r), os.close(region)
+    for fd in (ask_r, ask_w, answer_r, answer_w):
+        os.close(fd)
     return seconds
+
+
+def _through_region(tensor: torch.Tensor, repeat: int) -> float:
+    region = link.shared_region(1 << 32)
+    nbytes = tensor.numel() * tensor.element_size()
+
+    def subject(fd: int) -> None:
+        outgoing = link.Outgoing(region)
+        outgoing.add(tensor)
+        link.send(fd, {"ok": True}, outgoing)
+
+    try:
+        return _exchange(
+            tensor,
+            repeat,
+            subject,
+            lambda fd: link.receive(fd, region, time.monotonic() + 600, nbytes),
+        )
+    finally:
+        os.close(region)
 
 
 def _through_pipe(tensor: torch.Tensor, repeat: int) -> float:
     """The previous way: the bytes written from the tensor's memory into a 1 MiB pipe, read into a new one."""
-    to_r, to_w = os.pipe()
-    widen(to_r)
     raw = tensor.reshape(-1).view(torch.uint8).numpy()
-    pid = os.fork()
-    if pid == 0:
-        os.close(to_r)
-        for _ in range(repeat):
-            write_frame(to_w, raw.data)
-        os._exit(0)
-    os.close(to_w)
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        read_exact(to_r, raw.nbytes, time.monotonic() + 600)
-    seconds = time.perf_counter() - t0
-    os.waitpid(pid, 0)
-    os.close(to_r)
-    return seconds
+
+    def subject(fd: int) -> None:
+        widen(fd)
+        write_frame(fd, raw.data)
+
+    return _exchange(tensor, repeat, subject, lambda fd: read_exact(fd, raw.nbytes, time.monotonic() + 600))
 
 
 def main() -> None:
