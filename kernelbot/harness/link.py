@@ -2,7 +2,8 @@
 
 A tensor's bytes do not cross the pipe: the subject writes them into a region of shared memory (a sealed
 memfd the parent made, `shared_region`) at offsets the judge derives from the header itself, and the judge
-takes its own copy (`pread`, or a read-only mapping straight onto the GPU) before it looks at them. On the 2-core CI box an output crossed 2.3-3x as fast as through the 1 MiB pipe
+takes its own copy (`pread`, or a read-only mapping straight onto the GPU) before it looks at them. On
+the 2-core CI box, under load, an answer crossed 1.7-1.9x as fast as through the 1 MiB pipe
 (benchmarks/link_throughput.py). The region holds nothing but the subject's own outputs: a subject that
 rewrites it while the judge reads only changes its own answer, which is then checked like any other, and
 one that takes more pages there than its largest answer (memory no RLIMIT_AS counts) is refused at its
