@@ -17,9 +17,7 @@ from kernelbot.harness import link
 from kernelbot.harness.protocol import read_exact, widen, write_frame
 
 
-def _exchange(
-    tensor: torch.Tensor, repeat: int, subject: Callable[[int], None], judge: Callable[[int], None]
-) -> float:
+def _exchange(repeat: int, subject: Callable[[int], None], judge: Callable[[int], None]) -> float:
     """`repeat` answers, each asked for first (one byte), as the judge asks: a forked subject answers with
     `subject(fd)`, this process reads each with `judge(fd)`. The seconds it took."""
     ask_r, ask_w = os.pipe()
@@ -52,7 +50,6 @@ def _through_region(tensor: torch.Tensor, repeat: int) -> float:
 
     try:
         return _exchange(
-            tensor,
             repeat,
             subject,
             lambda fd: link.receive(fd, region, time.monotonic() + 600, nbytes),
@@ -69,7 +66,7 @@ def _through_pipe(tensor: torch.Tensor, repeat: int) -> float:
         widen(fd)
         write_frame(fd, raw.data)
 
-    return _exchange(tensor, repeat, subject, lambda fd: read_exact(fd, raw.nbytes, time.monotonic() + 600))
+    return _exchange(repeat, subject, lambda fd: read_exact(fd, raw.nbytes, time.monotonic() + 600))
 
 
 def main() -> None:

@@ -171,25 +171,22 @@ class OptimizeResult:
         }
 
 
-def _worth_confirming(candidates: list[CandidateResult]) -> bool:
-    """Whether the newest candidate (reward >= 2 on the cached baselines) is timed side by side: while fewer
-    than CONFIRM_AT_MOST were, and only if it claims more than every one confirmed so far."""
-    confirmed = [c for c in candidates[:-1] if c.side_by_side is not None or c.provisional_reward]
-    newest = candidates[-1].speedup_vs_eager or 0.0
-    return len(confirmed) < CONFIRM_AT_MOST and all(newest > (c.speedup_vs_eager or 0.0) for c in confirmed)
+def _worth_confirming(newest: CandidateResult, timed: list[CandidateResult]) -> bool:
+    """Whether a candidate with reward >= 2 on the cached baselines is timed side by side: while fewer than
+    CONFIRM_AT_MOST were, and only if it claims more than every one timed so far."""
+    claim = newest.speedup_vs_eager or 0.0
+    return len(timed) < CONFIRM_AT_MOST and all(claim > (c.speedup_vs_eager or 0.0) for c in timed)
 
 
 def _confirm(candidate: CandidateResult, check: CheckReport, job: dict[str, Any], limits: Settings) -> None:
-    """Time one candidate in rounds shared with live baselines; where that cannot finish, its reward stays
-    the cached baselines' word, recorded as provisional and lowered to 1 (never claimed faster untimed)."""
+    """Time one candidate in rounds shared with live baselines (where that cannot finish, the run's end
+    lowers its reward to 1)."""
     # torch.compile joins the rounds only where a reward of 3 is at stake (it is slow to build).
     rounds = SideBySide(check, job, limits, with_compile=candidate.reward == 3)
     try:
         rounds.confirm(candidate)
     finally:
         rounds.close()
-    if candidate.reward >= 2 and candidate.side_by_side is None:
-        candidate.provisional_reward, candidate.reward = candidate.reward, 1
 
 
 def _slug(text: str) -> str:
@@ -243,6 +240,7 @@ def optimize_operator(
     feedback: list[Feedback] = []
     candidates_dir = out_dir / "candidates" / _slug(spec.name)
     candidates_dir.mkdir(parents=True, exist_ok=True)
+    timed: list[CandidateResult] = []  # those timed side by side (or tried), in the order found
     try:
         while True:
             stop.check()
@@ -293,12 +291,13 @@ def optimize_operator(
                     time.monotonic() - began,
                 )
             )
-            if fb.reward >= 2 and _worth_confirming(result.candidates):
+            if fb.reward >= 2 and _worth_confirming(result.candidates[-1], timed):
                 # Now, not after the search: a later candidate that runs out the clock (a network's
                 # max-autotune build) must not cost this one its reward (seen on the H200: a 29x exact
                 # rewrite left at reward 1).
                 progress(f"{spec.name}: timing {proposal.origin} side by side with the baselines")
                 _confirm(result.candidates[-1], check, job, replace(settings, deadline=deadline))
+                timed.append(result.candidates[-1])
             if result.stopped_by == "time":
                 break
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the candidates verified so far are kept

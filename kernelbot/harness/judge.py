@@ -139,12 +139,6 @@ class Judge:
             ) from None
         except link.LinkError as exc:
             raise malformed(exc) from None
-        except (
-            Exception
-        ) as exc:  # reading the subject's answer is the subject's business, never the operator's
-            raise malformed(
-                link.LinkError(f"an answer that could not be read ({type(exc).__name__})")
-            ) from None
         if answer.get("ok") is not True:
             # The subject's word on its own failure: only a status it may give, only finite error figures.
             status = answer.get("status")

@@ -200,8 +200,7 @@ def receive(
 
 
 def _read_region(region: int, buffer: Any, offset: int) -> None:
-    """The judge's own copy of the bytes at `offset`: read, never mapped (nothing the subject does to the
-    region can then fault this process)."""
+    """The judge's own copy of the bytes at `offset`, read into memory the caller owns (the CPU path)."""
     view = memoryview(buffer).cast("B")
     while view:
         try:
