@@ -235,3 +235,51 @@ def test_an_operator_timed_past_its_gpu_time_is_one_line_that_names_the_likely_c
             "kernelbot: error: ops/lin.py: the operator itself failed (rejected): anti-hack"
         )
         assert ("give kernelbot one of its own (CUDA_VISIBLE_DEVICES)" in err) == (kind == "hidden"), err
+
+
+def test_the_compile_baseline_gets_a_third_of_the_time_left_and_no_second_run_past_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A time-bounded run keeps two thirds of what is left after eager for the candidates (seen on the H200:
+    two compile runs used 40-120 s of a 120 s --time). A timed-out baseline is not cached."""
+    import time
+
+    import kernelbot.check as check
+    from kernelbot.config import load_config
+    from kernelbot.fingerprint import collect
+    from kernelbot.harness.evaluate import OUT_OF_TIME
+    from kernelbot.spec import kernelbench_spec
+
+    repo = write_repo(tmp_path / "repo", {"ops/linear_relu.py": LINEAR_RELU})
+    monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(check.COMPILE_RUNS, "cpu", 2)
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    deadlines: list[float | None] = []
+
+    def fake_evaluate(job: dict, subject: str, settings: Any, **_: Any) -> Any:
+        if subject != "compile":
+            return _run(0.1, subject=subject)
+        deadlines.append(settings.deadline)
+        clock[0] += 25.0  # one compile run takes 25 s: the share (30 s of 90) has room for one
+        return _run(0.085)
+
+    monkeypatch.setattr(check, "evaluate", fake_evaluate)
+    spec, config = kernelbench_spec("ops/linear_relu.py"), load_config(repo)
+    report = check.check_operator(spec, repo, config, collect("cpu"), deadline=1090.0)
+    assert deadlines == [pytest.approx(1030.0)]  # a second 25 s run would end past 1030: not started
+    assert report.compiled is not None and report.compiled.ok
+
+    def out_of_time(job: dict, subject: str, settings: Any, **_: Any) -> Any:
+        if subject != "compile":
+            return _run(0.1, subject=subject)
+        from kernelbot.harness.results import Evaluation
+
+        return Evaluation("compile", "timeout", OUT_OF_TIME)
+
+    monkeypatch.setattr(check, "evaluate", out_of_time)
+    monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache2"))
+    report = check.check_operator(spec, repo, config, collect("cpu"), deadline=clock[0] + 60)
+    assert report.compiled is not None and report.compiled.status == "timeout"
+    again = check.check_operator(spec, repo, config, collect("cpu"))  # nothing cached: built again, unbounded
+    assert again.compiled is not None and again.compiled.status == "timeout" and not again.compiled.cached
