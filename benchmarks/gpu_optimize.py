@@ -8,7 +8,7 @@ On the GPU machine, from the repository root:
 Anywhere, to merge the timed rows of every shard into the table:
     python3 benchmarks/gpu_optimize.py summarize --out DIR --rows ROWS.jsonl [ROWS.jsonl ...]
 
-`timed` runs `kernelbot.optimize.optimize_operator` with `SearchAgent(load_rules())` on each operator in turn,
+`timed` runs `kernelbot.pipeline.optimize.optimize_operator` with `SearchAgent(load_rules())` on each operator in turn,
 one at a time on its GPU: eager and torch.compile baselines, the fx analysis, then every candidate the matching
 rules build, each verified and timed in a fresh sandbox. The precision policy allows TF32 (not bf16), so the
 TF32 rule's candidate is among them; an operator's result under a stricter policy (default float32 with
@@ -50,7 +50,7 @@ from kernelbot.agents.rules import load_rules, rewrites_for  # noqa: E402
 from kernelbot.agents.search import SearchAgent  # noqa: E402
 from kernelbot.config import Config, HarnessSettings, PrecisionPolicy, load_config  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
-from kernelbot.optimize import optimize_operator  # noqa: E402
+from kernelbot.pipeline.optimize import optimize_operator  # noqa: E402
 from kernelbot.spec import OperatorSpec, is_kernelbench_source, resolve_operator  # noqa: E402
 
 EXAMPLES = REPO / "examples"

@@ -6,7 +6,7 @@ On a laptop or CI box (CPU, tiny sizes):        PYTHONPATH=. python3 benchmarks/
 Part 1 (trials): for each operator size, four live sandboxes load a matmul: `base` (M,K,N), `aa` (the same
 operator in a second process), and `+3%` / `+5%` (the same matmul with the inner dimension K larger by 3%
 and 5%: time grows with K at fixed M,N, and K stays a multiple of 64 so no partial tile is added). Each
-trial runs fresh interleaved ABBA rounds on (base, head) exactly as kernelbot.measure.measure_pair does
+trial runs fresh interleaved ABBA rounds on (base, head) exactly as kernelbot.pipeline.measure.measure_pair does
 (same SAMPLES_PER_BATCH, rounds, extra rounds while "ambiguous", calls per sample fixed by the first batch
 and shared, verdict by kernelbot.stats.compare). The realised slowdown is measured separately in a long
 interleaved run over the four sandboxes, and also pooled over all trials, and printed next to the nominal.
@@ -40,14 +40,14 @@ if str(REPO) not in sys.path:
 from benchmarks import benchlib  # noqa: E402
 from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
-from kernelbot.measure import PROCESSES_PER_SIDE, ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
+from kernelbot.pipeline.measure import PROCESSES_PER_SIDE, ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
 from kernelbot.stats import compare  # noqa: E402
 
 SCHEMA_VERSION = 1
 RESERVE_S = 15.0  # kept back for writing results and closing sandboxes
 E2E_RESERVE_S = {"cuda": 100.0, "cpu": 45.0}  # time kept for the end-to-end review after the trials
 VERDICTS = ("regression", "no_change", "improvement", "ambiguous")
-try:  # the review pipeline's own defaults (kernelbot.review passes max_extra_rounds = max_rounds * 2)
+try:  # the review pipeline's own defaults (kernelbot.pipeline.review passes max_extra_rounds = max_rounds * 2)
     from kernelbot.config import Thresholds
 
     _T = Thresholds()

@@ -3,7 +3,7 @@
 On the GPU machine, from the repository root:   PYTHONPATH=. python3 benchmarks/gpu_rules_check.py --out DIR
 Optional: --rules cuda-graph-capture,tf32-matmul (a subset); --time-budget 1.0 (seconds per timed subject).
 
-For every rule, `kernelbot.optimize.optimize_operator` runs with `SearchAgent([rule])` (the operator's eager and
+For every rule, `kernelbot.pipeline.optimize.optimize_operator` runs with `SearchAgent([rule])` (the operator's eager and
 torch.compile baselines, the analysis, then the rule's candidate through the sandboxed harness) and prints status,
 reward and speedups.
 Writes DIR/gpu_rules_check.json; exits 1 if any rule's candidate was not `ok`.
@@ -29,7 +29,7 @@ from kernelbot.agents.rules import load_rules, rewrites_for  # noqa: E402
 from kernelbot.agents.search import SearchAgent  # noqa: E402
 from kernelbot.config import Config, HarnessSettings, PrecisionPolicy  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
-from kernelbot.optimize import optimize_operator  # noqa: E402
+from kernelbot.pipeline.optimize import optimize_operator  # noqa: E402
 from kernelbot.spec import kernelbench_spec  # noqa: E402
 
 OPERATORS = {

@@ -3,8 +3,8 @@
     python3 benchmarks/verdict_simulation.py [--runs 2000] [--out FILE.json]
 
 Each trial takes base and head batches (SAMPLES_PER_BATCH samples each) round by round and looks at the verdict
-on kernelbot.measure's schedule (ROUNDS rounds, then LOOK_STEP more while unsettled, up to 2 x ROUNDS), each look
-at alpha / number of looks, exactly as kernelbot.measure.run_rounds does. Noise models, each seen on a real machine:
+on kernelbot.pipeline.measure's schedule (ROUNDS rounds, then LOOK_STEP more while unsettled, up to 2 x ROUNDS), each look
+at alpha / number of looks, exactly as kernelbot.pipeline.measure.run_rounds does. Noise models, each seen on a real machine:
   steady      3% sample noise only;
   shared      whole rounds run 2x slow 30% of the time, both sides alike (clocks, a neighbour for a while);
   independent single batches run 2x slow 30% of the time, each side on its own (this project's 2-core CI VM).
@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernelbot.measure import ROUNDS, SAMPLES_PER_BATCH, looks
+from kernelbot.pipeline.measure import ROUNDS, SAMPLES_PER_BATCH, looks
 from kernelbot.stats import compare
 
 MODELS = ("steady", "shared", "independent")

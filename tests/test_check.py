@@ -151,7 +151,7 @@ def _run(ms: float | None, status: str = "ok", subject: str = "compile") -> Any:
 
 
 def test_the_compile_baseline_is_the_fastest_of_its_runs_and_a_failed_run_decides() -> None:
-    from kernelbot.check import fastest
+    from kernelbot.pipeline.check import fastest
 
     slow, quick = _run(0.22), _run(0.085)
     assert fastest([slow, quick]) is quick and fastest([quick, slow]) is quick
@@ -166,7 +166,7 @@ def test_the_compile_baseline_is_the_fastest_of_its_runs_and_a_failed_run_decide
 def test_check_operator_times_the_compile_baseline_in_several_sandboxes_and_caches_the_fastest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, draws: list[float | None], kept: float | None, runs: int
 ) -> None:
-    import kernelbot.check as check
+    import kernelbot.pipeline.check as check
     from kernelbot.config import load_config
     from kernelbot.fingerprint import collect
     from kernelbot.spec import kernelbench_spec
@@ -203,8 +203,8 @@ def test_check_operator_times_the_compile_baseline_in_several_sandboxes_and_cach
 def test_a_cached_baseline_of_another_timing_protocol_is_measured_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernelbot import baselines
     from kernelbot.harness import results
+    from kernelbot.pipeline import baselines
 
     baselines.store(tmp_path, "spec", _run(0.1))
     assert baselines.load(tmp_path, "spec", "compile") is not None
@@ -217,7 +217,7 @@ def test_an_operator_timed_past_its_gpu_time_is_one_line_that_names_the_likely_c
 ) -> None:
     """On a shared GPU the operator's own samples trip the hidden-work check (run 6's warm stage: 19 of 42):
     the error says so and what to do, where the anti-hack wording alone reads like an accusation."""
-    import kernelbot.check as check
+    import kernelbot.pipeline.check as check
     from kernelbot.harness.protocol import HIDDEN_WORK
     from kernelbot.harness.results import Evaluation
 
@@ -244,7 +244,7 @@ def test_the_compile_baseline_gets_a_third_of_the_time_left_and_no_second_run_pa
     two compile runs used 40-120 s of a 120 s --time). A timed-out baseline is not cached."""
     import time
 
-    import kernelbot.check as check
+    import kernelbot.pipeline.check as check
     from kernelbot.config import load_config
     from kernelbot.fingerprint import collect
     from kernelbot.harness.evaluate import OUT_OF_TIME

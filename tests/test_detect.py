@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kernelbot import gitrepo
-from kernelbot.detect import Change, c_tokens, detect
 from kernelbot.errors import ConfigError, GitError
+from kernelbot.pipeline.detect import Change, c_tokens, detect
 from tests.gitrepo_builder import GitRepoBuilder
 
 GELU = '''\

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from kernelbot.cli import main
-from kernelbot.export import final_candidate, messages
 from kernelbot.history import (
     CandidateRecord,
     History,
@@ -19,6 +18,7 @@ from kernelbot.history import (
     RunRecord,
     TurnRecord,
 )
+from kernelbot.reports.export import final_candidate, messages
 
 OPERATOR = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, A, B):\n        return torch.diag(A) @ B\n"
 GOOD = "class ModelNew: ...  # broadcast\n"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from kernelbot import action as action_mod
-from kernelbot.action import Payload
 from kernelbot.cli import main
 from kernelbot.commands import action as action_cmd
 from kernelbot.commands import publish as publish_cmd
 from kernelbot.config import Config, gated, parse_config
-from kernelbot.github import GitHub
+from kernelbot.github import workflow
+from kernelbot.github.client import GitHub
+from kernelbot.github.payload import Payload
 from kernelbot.render import STICKY_MARKER
 from tests.gitrepo_builder import GitRepoBuilder
 from tests.ops import matmul_op
@@ -36,7 +36,7 @@ def act(
     github_api: GitHubImitation,
 ) -> Any:
     """`act(event, payload, repo_root, *args)`: one `kernelbot action` run against the imitation."""
-    real = action_mod.client
+    real = workflow.client
 
     def client(env: Any, **kw: Any) -> GitHub:
         return real(env, seconds_between_writes=0, seconds_between_requests=0, backoff=0.01, **kw)
@@ -316,7 +316,7 @@ def test_publish_posts_the_pinned_payload_and_refuses_a_pin_that_contradicts_the
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    real = action_mod.client
+    real = workflow.client
     monkeypatch.setattr(publish_cmd, "client", lambda env: real(env, seconds_between_writes=0))
     github_api.pulls[41] = Pull(41, "a" * 40, "b" * 40, {})
     event = pr_event(webhook, github_api, 41, "b" * 40, "a" * 40)

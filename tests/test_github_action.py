@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
-from kernelbot import action as action_mod
-from kernelbot.action import CommandError, Payload, build_payload, parse_command, suggestion_for, truncate
 from kernelbot.cli import main
 from kernelbot.commands import action as action_cmd
 from kernelbot.commands import publish as publish_cmd
-from kernelbot.github import COMMENT_LIMIT, CheckRun, GitHub, GitHubError, Suggestion, hunk_lines
+from kernelbot.github import gate, workflow
+from kernelbot.github import payload as payload_mod
+from kernelbot.github.client import COMMENT_LIMIT, CheckRun, GitHub, GitHubError, Suggestion, hunk_lines
+from kernelbot.github.gate import CommandError, parse_command
+from kernelbot.github.payload import Payload, build_payload, suggestion_for, truncate
 from kernelbot.render import STICKY_MARKER
 from tests.gitrepo_builder import GitRepoBuilder
 from tests.ops import matmul_op
@@ -107,7 +109,7 @@ def regression_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[GitRepoBu
 @pytest.fixture
 def fast_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """The production client with its pauses shortened (the retry policy itself is unchanged)."""
-    real = action_mod.client
+    real = workflow.client
 
     def client(env: Any, **kw: Any) -> GitHub:
         return real(env, seconds_between_writes=0, seconds_between_requests=0, backoff=0.01, **kw)
@@ -451,10 +453,10 @@ def test_shell_injection_in_a_comment_is_inert(
 
 def test_command_parsing() -> None:
     assert parse_command("looks good") is None and parse_command("/kernelbotx optimize") is None
-    assert parse_command("/kernelbot optimize") == action_mod.Command((), None, "search")
-    assert parse_command(
-        "/kernelbot optimize ops/a gelu --budget 3 --agent llm\nmore text"
-    ) == action_mod.Command(("ops/a", "gelu"), 3, "llm")
+    assert parse_command("/kernelbot optimize") == gate.Command((), None, "search")
+    assert parse_command("/kernelbot optimize ops/a gelu --budget 3 --agent llm\nmore text") == gate.Command(
+        ("ops/a", "gelu"), 3, "llm"
+    )
     for bad in (
         "/kernelbot deploy",
         "/kernelbot optimize --budget x",
@@ -631,7 +633,7 @@ def test_a_run_stored_before_reports_were_kept_still_renders_with_its_suggestion
     op = OperatorRecord("ops/mm", "ops/mm.py", "h" * 16, "modified", None, [],
                         VerdictRecord("improvement", 0.6, 0.004, 0.03), [slow, fast])  # fmt: skip
     record = RunRecord("o/r", "pull_request", "c" * 40, "b" * 40, 3, operators=[op])
-    review, summary = action_mod.review_from_record(7, record)
+    review, summary = payload_mod.review_from_record(7, record)
     [row] = review["operators"]
     assert row["p_value"] == 0.004 and row["best_candidate"]["source"] == "y = 2\n"  # reward 2, not 1
     text = render("comment.md.j2", review=review, summary=summary)

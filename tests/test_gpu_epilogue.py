@@ -16,7 +16,7 @@ import torch
 from kernelbot.agents.base import Task
 from kernelbot.agents.rules import load_rules
 from kernelbot.agents.search import SearchAgent
-from kernelbot.agents.tracer import analyze
+from kernelbot.analysis.tracer import analyze
 from kernelbot.config import PrecisionPolicy
 from kernelbot.harness.evaluate import Settings, evaluate
 from kernelbot.spec import kernelbench_spec

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelbot.agents.tracer import gpu_busy_share
+from kernelbot.analysis.tracer import gpu_busy_share
 
 pytestmark = [
     pytest.mark.gpu,

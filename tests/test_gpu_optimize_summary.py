@@ -143,8 +143,8 @@ def test_roofline_counts_compulsory_traffic_and_flops_on_the_meta_device(tmp_pat
 def test_forget_drops_what_a_shared_gpu_measured_and_keeps_compiled_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernelbot import baselines
     from kernelbot.fingerprint import collect
+    from kernelbot.pipeline import baselines
 
     monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache"))
     root = baselines.cache_root(collect("cpu").key)

@@ -15,7 +15,7 @@ import torch
 from kernelbot.agents.base import Proposal, Task, job_at_precision
 from kernelbot.agents.rules import load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
-from kernelbot.agents.tracer import analyze
+from kernelbot.analysis.tracer import analyze
 from kernelbot.config import PrecisionPolicy
 from kernelbot.harness.evaluate import Settings, evaluate
 from kernelbot.spec import kernelbench_spec

@@ -200,7 +200,7 @@ def test_migrations_up_down_and_match_the_models(url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    from kernelbot.history_models import Base
+    from kernelbot.history.models import Base
 
     engine = sa.create_engine(url)
     with engine.connect() as conn:

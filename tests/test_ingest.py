@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from kernelbot import cli, ingest, report
+from kernelbot import cli
 from kernelbot.commands import ingest as ingest_command
 from kernelbot.errors import UsageError
 from kernelbot.history import History
+from kernelbot.reports import ingest
+from kernelbot.reports import weekly as report
 
 BENCHMARKS = """
 import pytest

@@ -39,7 +39,7 @@ def _harness_processes() -> set[int]:
     return {
         int(line.split(None, 1)[0])
         for line in out.splitlines()
-        if "kernelbot.harness" in line or "kernelbot-wt-" in line or "kernelbot.agents.tracer" in line
+        if "kernelbot.harness" in line or "kernelbot-wt-" in line or "kernelbot.analysis.tracer" in line
     }
 
 

@@ -16,6 +16,7 @@ from kernelbot.cli import main
 from kernelbot.config import PrecisionPolicy, load_config
 from kernelbot.fingerprint import collect
 from kernelbot.history import History
+from kernelbot.pipeline.check import settings_for
 from kernelbot.spec import resolve_operator
 from tests.ops import diag_op, write_repo
 from tests.servers.openai_fake import LITELLM_NAME, FakeOpenAI, register_price, reply, tool_call
@@ -197,7 +198,10 @@ def test_wrong_key_is_explained_and_never_printed(repo: Path, capfd: pytest.Capt
 def task(repo: Path) -> Task:
     config = load_config(repo)
     spec, root = resolve_operator("ops/diag.py", repo, config)
-    return Task(spec, root, "cpu", (root / spec.path).read_text(), PrecisionPolicy(), {"eager_ms": 50.0})
+    settings = settings_for(config, None)
+    return Task(
+        spec, root, "cpu", (root / spec.path).read_text(), PrecisionPolicy(), {"eager_ms": 50.0}, 8, settings
+    )
 
 
 def agent_for(repo: Path, endpoint: Endpoint, **limits: Any) -> LLMAgent:

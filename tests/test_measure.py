@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelbot.harness.evaluate import Settings
-from kernelbot.measure import looks, side_by_side
+from kernelbot.pipeline.measure import looks, side_by_side
 
 
 class Stub:

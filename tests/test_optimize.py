@@ -158,7 +158,7 @@ def test_a_reward_comes_from_timing_side_by_side_not_from_stale_baselines(
 ) -> None:
     """Baselines cached at a slow moment (here: made 3x slower than measured) would give an unchanged copy
     of the operator reward 3; timed in the same rounds as eager and torch.compile it earns 1."""
-    import kernelbot.optimize as optimize_module
+    import kernelbot.pipeline.optimize as optimize_module
 
     real = optimize_module.check_operator
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelbot import cli, report, trends
+from kernelbot import cli
 from kernelbot.commands import report as report_command
 from kernelbot.history import (
     CandidateRecord,
@@ -30,6 +30,8 @@ from kernelbot.history import (
     RunRecord,
     VerdictRecord,
 )
+from kernelbot.reports import trends
+from kernelbot.reports import weekly as report
 
 REPO = "acme/kernels"
 DAY0 = datetime(2025, 2, 24, 3, 0, tzinfo=UTC)  # a Monday; 42 days of history end on Sunday 2025-04-06
@@ -308,7 +310,7 @@ def test_cli_report_and_post_without_adapter(detector: None, filled: str, tmp_pa
     assert cli.main(args) == 0
     assert "weekly report 2025-W14" in capsys.readouterr().out
     assert (out / "report.md").read_text() == report.markdown(build(filled))
-    monkeypatch.setitem(sys.modules, "kernelbot.github", None)  # the adapter absent
+    monkeypatch.setitem(sys.modules, "kernelbot.github.client", None)  # the adapter absent
     assert cli.main([*args, "--post"]) == 2
     assert f"kernelbot: error: {report_command.NO_ADAPTER}" in capsys.readouterr().err
 
@@ -322,7 +324,7 @@ def test_cli_report_and_post_without_adapter(detector: None, filled: str, tmp_pa
             posted.append((title, body, marker))
             return "https://github.example/acme/kernels/issues/5"
 
-    monkeypatch.setitem(sys.modules, "kernelbot.github", types.SimpleNamespace(GitHub=FakeGitHub))
+    monkeypatch.setitem(sys.modules, "kernelbot.github.client", types.SimpleNamespace(GitHub=FakeGitHub))
     monkeypatch.setenv("GITHUB_REPOSITORY", "acme/kernels")
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
     monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9/api/v3")

@@ -357,7 +357,7 @@ def test_a_spent_budget_never_fails_the_gate_nor_hides_what_needs_no_timing(
 
 
 def test_agents_share_what_measuring_the_rest_leaves() -> None:
-    from kernelbot.review import MEASURE_GUESS_S, _optimize_time
+    from kernelbot.pipeline.review import MEASURE_GUESS_S, _optimize_time
 
     pending = 2  # operators still to measure
     # 300 s left, measuring took 20 s so far: 40 s kept for the two, the rest shared by three agents.
@@ -389,7 +389,7 @@ def test_a_candidate_faster_only_against_cached_baselines_is_explained() -> None
     """No suggestion although a candidate looked 8x faster: the comment says why (not timed side by side)."""
     import types
 
-    from kernelbot.review import OperatorResult, _optimize
+    from kernelbot.pipeline.review import OperatorResult, _optimize
 
     looked = types.SimpleNamespace(origin="diag-matmul-broadcast", provisional_reward=3, speedup_vs_eager=8.2)
     outcome = types.SimpleNamespace(best=None, candidates=[looked], stopped_by="time")
@@ -429,9 +429,9 @@ def test_only_the_operators_a_command_names_are_optimized_and_share_the_agents_t
 ) -> None:
     """`/kernelbot optimize ops/b`: the agent works on ops/b alone and gets the whole share (measuring is
     stubbed here; what is checked is who is optimized and with how much time)."""
-    from kernelbot import review as pipeline
     from kernelbot.fingerprint import collect
     from kernelbot.harness.results import Evaluation
+    from kernelbot.pipeline import review as pipeline
 
     repo = GitRepoBuilder(tmp_path / "repo")
     base = repo.commit({f"ops/{n}.py": matmul_op(1) for n in "abc"}, message="base")

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from kernelbot.agents.rewrites_softmax import MAX_COLS
 from kernelbot.agents.rules import Rule, load_rules
-from kernelbot.agents.tracer import analyze
+from kernelbot.analysis.rewrites_softmax import MAX_COLS
+from kernelbot.analysis.tracer import analyze
 from kernelbot.harness.staticcheck import scan
 from kernelbot.render import render
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kernelbot.agents.rules import Rule, load_rules
-from kernelbot.agents.tracer import analyze
+from kernelbot.analysis.tracer import analyze
 from kernelbot.errors import ConfigError
 
 REWRITES = ["diag_matmul", "reduce_before_matmul", "matmul_reassociate"]
@@ -223,7 +223,7 @@ def test_a_measured_gpu_busy_share_decides_launch_boundness(tmp_path: Path, rule
 
 
 def test_the_busy_share_counts_overlapping_kernels_once() -> None:
-    from kernelbot.agents.tracer import busy_share
+    from kernelbot.analysis.tracer import busy_share
 
     assert busy_share([(0, 10), (5, 15), (20, 30)], wall_us=50) == 0.5  # 25 us of 50: the overlap once
     assert busy_share([(0, 100)], wall_us=80) == 1.0  # clock skew cannot make the GPU more than busy
@@ -278,7 +278,7 @@ def test_every_rewrite_module_is_found_without_an_import() -> None:
     import pkgutil
 
     import kernelbot.agents as agents
-    from kernelbot.agents.rewrites import all_rewrites
+    from kernelbot.analysis.rewrites import all_rewrites
 
     modules = [m.name for m in pkgutil.iter_modules(agents.__path__) if m.name.startswith("rewrites_")]
     found = {fn.__module__.rsplit(".", 1)[1] for fn in all_rewrites().values()}
@@ -291,7 +291,7 @@ def test_every_rewrite_module_is_found_without_an_import() -> None:
 
 
 def test_analysis_facts_are_cached_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelbot.agents import analysis
+    from kernelbot.analysis import analyze as analysis
 
     (tmp_path / "op.py").write_text(
         "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, d, x):\n"

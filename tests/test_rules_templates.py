@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import torch
 
-from kernelbot.agents import epilogue
 from kernelbot.agents.base import Task, job_at_precision
 from kernelbot.agents.rules import Rule, load_rules
 from kernelbot.agents.search import SearchAgent
-from kernelbot.agents.tracer import analyze
+from kernelbot.analysis import epilogue
+from kernelbot.analysis.tracer import analyze
 from kernelbot.config import PrecisionPolicy
 from kernelbot.harness.evaluate import Settings, evaluate
 from kernelbot.harness.staticcheck import scan

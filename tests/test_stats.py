@@ -116,7 +116,7 @@ def test_looking_again_while_undecided_keeps_false_alarms_at_alpha(monkeypatch: 
     """2000 A/A trials through measure's look schedule (8, 12, 16 rounds, each look at alpha/3), a third
     each under steady noise, swings shared by a round and 2x swings of single batches: at most 1% called."""
     from kernelbot import stats
-    from kernelbot.measure import ROUNDS, SAMPLES_PER_BATCH, looks
+    from kernelbot.pipeline.measure import ROUNDS, SAMPLES_PER_BATCH, looks
 
     monkeypatch.setattr(stats, "BOOTSTRAP_RESAMPLES", 200)  # it only settles "no change", never a change
     rng = np.random.default_rng(20261201)

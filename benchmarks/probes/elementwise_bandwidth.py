@@ -30,8 +30,8 @@ from typing import Any
 import cupy
 import torch
 
-from kernelbot.agents.epilogue import describe_job
 from kernelbot.agents.rules import load_rules
+from kernelbot.analysis.epilogue import describe_job
 from kernelbot.render import render
 
 PROBLEMS = Path(__file__).resolve().parent.parent / "problems"

@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:
 from kernelbot.agents.base import Task  # noqa: E402
 from kernelbot.agents.rules import load_rules  # noqa: E402
 from kernelbot.agents.search import SearchAgent  # noqa: E402
-from kernelbot.agents.tracer import analyze  # noqa: E402
+from kernelbot.analysis.tracer import analyze  # noqa: E402
 from kernelbot.config import PrecisionPolicy  # noqa: E402
 from kernelbot.spec import kernelbench_spec  # noqa: E402
 

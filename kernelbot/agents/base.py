@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kernelbot.config import PrecisionPolicy
+from kernelbot.harness.evaluate import Settings
 from kernelbot.harness.results import Evaluation
 from kernelbot.spec import OperatorSpec
 
@@ -56,6 +57,10 @@ class Task:
         default_factory=dict
     )  # what analysis found (graph ops, modules, shapes, eager time)
     budget: int = 8  # candidates to evaluate at most
+    # The sandbox limits the pipeline judges with (an agent's own tools run under the same), and the
+    # torch.compile baseline when it was measured: handed down so that agents never reach up into the pipeline.
+    settings: Settings = field(default_factory=Settings)
+    compiled: Evaluation | None = None
 
 
 @dataclass

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelbot import baselines
 from kernelbot.agents.base import Feedback, Proposal, Task, precision_allowed
 from kernelbot.agents.endpoint import (
     AgentError,
@@ -25,7 +24,6 @@ from kernelbot.agents.endpoint import (
 )
 from kernelbot.agents.rules import Rule
 from kernelbot.agents.tools import TOOL_SPECS, Attempt, Toolbox, openai_tools, parse_arguments
-from kernelbot.check import settings_for
 from kernelbot.config import Config
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.history import TurnRecord
@@ -101,15 +99,14 @@ class LLMAgent:
     # -- setup -----------------------------------------------------------------------------------
 
     def _start(self, task: Task) -> None:
-        settings = settings_for(self.config, baselines.cache_root(self.fingerprint.key))
         job = task.spec.job(task.root, task.device)
-        compiled = (
-            baselines.load(settings.cache_dir, task.spec.spec_hash(task.root), "compile")
-            if settings.cache_dir
-            else None
-        )
         self._toolbox = Toolbox(
-            task, job, settings, self.work_dir, eager_ms=task.facts.get("eager_ms"), compiled=compiled
+            task,
+            job,
+            task.settings,
+            self.work_dir,
+            eager_ms=task.facts.get("eager_ms"),
+            compiled=task.compiled,
         )
         self._deadline = time.monotonic() + self.limits.time_s
         policy = task.policy.model_dump()
@@ -128,8 +125,8 @@ class LLMAgent:
             for k in ("ops", "modules", "input_shapes", "input_dtypes", "eager_ms")
             if k in task.facts
         }
-        if compiled is not None and compiled.timing is not None:
-            facts["compile_ms"] = compiled.timing.median_ms
+        if task.compiled is not None and task.compiled.timing is not None:
+            facts["compile_ms"] = task.compiled.timing.median_ms
         user = (
             f"Operator `{task.spec.name}` ({task.spec.path}):\n```python\n{task.source.rstrip()}\n```\n"
             f"What kernelbot measured: {json.dumps(facts, default=str)}\n"

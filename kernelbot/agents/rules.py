@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernelbot.agents.base import Precision, precision_allowed
-from kernelbot.agents.rewrites import all_rewrites
+from kernelbot.analysis.rewrites import all_rewrites
 from kernelbot.assets import asset_dir
 from kernelbot.errors import ConfigError
 
@@ -43,7 +43,7 @@ class Match(_Strict):
 
 
 class Produces(_Strict):
-    rewrite: str | None = None  # an fx rewrite registered in kernelbot/agents/rewrites.py
+    rewrite: str | None = None  # an fx rewrite registered in kernelbot/analysis/rewrites.py
     template: str | None = None  # a Jinja2 template under templates/kernels/
     params: dict[str, Any] = {}  # passed to the template (and shown in the report)
 
@@ -171,7 +171,7 @@ def load_rules(directory: Path = RULES_DIR) -> list[Rule]:
             if name is not None and name not in known:
                 raise ConfigError(
                     f"{rule.path}: key '{key}': no rewrite named {name!r} (registered: {', '.join(sorted(known))}); "
-                    "add a kernelbot/agents/rewrites_*.py module that registers it"
+                    "add a kernelbot/analysis/rewrites_*.py module that registers it"
                 )
         if rule.produces.template is not None and not (kernels / rule.produces.template).is_file():
             raise ConfigError(

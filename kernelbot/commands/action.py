@@ -14,29 +14,17 @@ from typing import cast
 import yaml
 
 from kernelbot import gitrepo
-from kernelbot.action import (
-    REACTIONS,
-    CommandError,
-    Decision,
-    Event,
-    build_payload,
-    client,
-    gate,
-    publish,
-    run_url,
-    store,
-    workflow_command,
-    write_output,
-    write_summary,
-)
 from kernelbot.commands.agent_args import add_time_argument
 from kernelbot.config import CONFIG_PATH, Config, load_config, load_config_at, parse_config
 from kernelbot.errors import ConfigError, GitError, KernelbotError, UsageError
 from kernelbot.fingerprint import choose_device, collect
-from kernelbot.github import GitHub, GitHubError
+from kernelbot.github.client import GitHub, GitHubError
+from kernelbot.github.gate import REACTIONS, CommandError, Decision, Event, gate
+from kernelbot.github.payload import build_payload, publish, store
+from kernelbot.github.workflow import client, run_url, workflow_command, write_output, write_summary
 from kernelbot.history import Trigger
-from kernelbot.optimizers import AgentChoice, AgentKind, check_endpoint, make_optimizer
-from kernelbot.review import run_review
+from kernelbot.pipeline.optimizers import AgentChoice, AgentKind, check_endpoint, make_optimizer
+from kernelbot.pipeline.review import run_review
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kernelbot.optimizers import AgentChoice, AgentKind
+from kernelbot.pipeline.optimizers import AgentChoice, AgentKind
 
 
 def _seconds(text: str) -> float:

@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from kernelbot import console
-from kernelbot.check import CheckReport, check_operator
 from kernelbot.config import load_config
 from kernelbot.errors import UsageError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness.results import speedup
+from kernelbot.pipeline.check import CheckReport, check_operator
 from kernelbot.spec import resolve_operator
 
 

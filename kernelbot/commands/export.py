@@ -9,7 +9,7 @@ from pathlib import Path
 from kernelbot import console
 from kernelbot.config import load_config
 from kernelbot.errors import UsageError
-from kernelbot.export import export_trajectories
+from kernelbot.reports.export import export_trajectories
 
 
 def register(sub: argparse._SubParsersAction) -> None:

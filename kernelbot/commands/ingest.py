@@ -6,8 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from kernelbot import ingest
 from kernelbot.history import History
+from kernelbot.reports import ingest
 
 
 def register(sub: argparse._SubParsersAction) -> None:

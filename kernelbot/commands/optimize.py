@@ -12,8 +12,8 @@ from kernelbot.config import load_config
 from kernelbot.errors import KernelbotError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness import stop
-from kernelbot.optimize import OptimizeResult, optimize_operator
-from kernelbot.optimizers import make_agent
+from kernelbot.pipeline.optimize import OptimizeResult, optimize_operator
+from kernelbot.pipeline.optimizers import make_agent
 from kernelbot.spec import resolve_operator
 
 
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 def _report_agent(result: OptimizeResult, repo: Path, url: str | None, *, fallback_dir: Path) -> None:
     """Store the run and its transcript, then say how the agent ended; a dead endpoint is an error."""
     from kernelbot.agents.endpoint import AgentError
-    from kernelbot.store import store_optimize
+    from kernelbot.pipeline.store import store_optimize
 
     summary = result.agent_summary
     run_id, problem = store_optimize(result, repo, url, fallback_dir=fallback_dir)

@@ -8,8 +8,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from kernelbot.action import Event, Payload, build_payload, client, publish, run_url, write_output
 from kernelbot.errors import UsageError
+from kernelbot.github.gate import Event
+from kernelbot.github.payload import Payload, build_payload, publish
+from kernelbot.github.workflow import client, run_url, write_output
 from kernelbot.history import History
 
 
@@ -34,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _from_run(args: argparse.Namespace, env: Mapping[str, str]) -> Payload:
-    from kernelbot.action import review_from_record
+    from kernelbot.github.payload import review_from_record
 
     history = History.open(args.db, read_only=True)
     try:

@@ -8,9 +8,9 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kernelbot import report as weekly
 from kernelbot.errors import UsageError
 from kernelbot.history import History
+from kernelbot.reports import weekly
 
 NO_ADAPTER = "posting needs the GitHub adapter (kernelbot action on schedule)"
 
@@ -64,7 +64,7 @@ def write(db: str | None, since: datetime | None, weeks: int, out: Path) -> week
 def post(built: weekly.WeeklyReport, artifact_url: str | None) -> str:
     """Create or update the week's issue through the GitHub adapter; returns its URL."""
     try:
-        github = importlib.import_module("kernelbot.github")
+        github = importlib.import_module("kernelbot.github.client")
     except ModuleNotFoundError as err:
         raise UsageError(NO_ADAPTER) from err
     if getattr(getattr(github, "GitHub", None), "upsert_issue", None) is None:

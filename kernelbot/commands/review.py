@@ -11,9 +11,9 @@ from kernelbot.commands.agent_args import add_llm_arguments, add_time_argument, 
 from kernelbot.config import load_config
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.gitrepo import toplevel, work_dir
-from kernelbot.optimizers import check_endpoint, make_optimizer
-from kernelbot.review import OperatorResult, ReviewResult, run_review
-from kernelbot.store import store_review
+from kernelbot.pipeline.optimizers import check_endpoint, make_optimizer
+from kernelbot.pipeline.review import OperatorResult, ReviewResult, run_review
+from kernelbot.pipeline.store import store_review
 
 
 def register(sub: argparse._SubParsersAction) -> None:

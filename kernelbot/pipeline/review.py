@@ -9,18 +9,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbot import baselines, gitrepo
-from kernelbot.check import settings_for
+from kernelbot import gitrepo
 from kernelbot.config import Config, gated, load_config
-from kernelbot.detect import Change, detect
 from kernelbot.errors import ConfigError, KernelbotError, StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
 from kernelbot.harness.evaluate import OUT_OF_TIME
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation
-from kernelbot.measure import measure_pair
-from kernelbot.optimize import CONFIRM_AT_MOST, OptimizeResult
-from kernelbot.optimizers import Optimizer
+from kernelbot.pipeline import baselines
+from kernelbot.pipeline.check import settings_for
+from kernelbot.pipeline.detect import Change, detect
+from kernelbot.pipeline.measure import measure_pair
+from kernelbot.pipeline.optimize import CONFIRM_AT_MOST, OptimizeResult
+from kernelbot.pipeline.optimizers import Optimizer
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec, discover
 

@@ -73,7 +73,7 @@ def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float, sandbox
         )
         # The operator is the pull request's code: traced in the same OS sandbox as every evaluation.
         proc = launch(
-            [sys.executable, "-m", "kernelbot.agents.tracer", str(request), str(answer)],
+            [sys.executable, "-m", "kernelbot.analysis.tracer", str(request), str(answer)],
             mode=sandbox,
             env=worker_env(None, "cpu"),
             readable=[root],

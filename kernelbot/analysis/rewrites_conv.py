@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register, replace_node, unflatten_like
+from kernelbot.analysis.rewrites import finish, register, replace_node, unflatten_like
 
 CONV_BN: dict[type[nn.Module], type[nn.Module]] = {
     nn.Conv1d: nn.BatchNorm1d,

@@ -10,10 +10,10 @@ from sqlalchemy import exists, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from kernelbot import history_models as db
 from kernelbot.errors import StorageError
 from kernelbot.history import History
-from kernelbot.history_models import AgentTurn, Run
+from kernelbot.history import models as db
+from kernelbot.history.models import AgentTurn, Run
 
 
 def runs_with_transcripts(history: History, since: datetime | None = None) -> list[int]:

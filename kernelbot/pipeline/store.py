@@ -23,8 +23,8 @@ from kernelbot.history import (
     Trigger,
     VerdictRecord,
 )
-from kernelbot.optimize import OptimizeResult
-from kernelbot.review import ReviewResult
+from kernelbot.pipeline.optimize import OptimizeResult
+from kernelbot.pipeline.review import ReviewResult
 
 
 def fingerprint_record(fp: Fingerprint) -> FingerprintRecord:

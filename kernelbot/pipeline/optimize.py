@@ -9,16 +9,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from kernelbot import baselines
-from kernelbot.agents.analysis import analyze_operator
 from kernelbot.agents.base import Agent, Feedback, Precision, Task, job_at_precision
-from kernelbot.check import CheckReport, check_operator, settings_for
+from kernelbot.analysis.analyze import analyze_operator
 from kernelbot.config import Config, PrecisionPolicy
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
 from kernelbot.harness.evaluate import OUT_OF_TIME, Handle, Settings, evaluate
 from kernelbot.harness.results import Evaluation, reward, speedup
-from kernelbot.measure import side_by_side
+from kernelbot.pipeline import baselines
+from kernelbot.pipeline.check import CheckReport, check_operator, settings_for
+from kernelbot.pipeline.measure import side_by_side
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec
 from kernelbot.stats import compare
@@ -235,7 +235,17 @@ def optimize_operator(
     policy: PrecisionPolicy = (
         spec.decl.precision if spec.decl and spec.decl.precision else None
     ) or config.precision
-    task = Task(spec, root, fingerprint.device, (root / spec.path).read_text(), policy, facts, budget)
+    task = Task(
+        spec,
+        root,
+        fingerprint.device,
+        (root / spec.path).read_text(),
+        policy,
+        facts,
+        budget,
+        settings,
+        check.compiled,
+    )
     result = OptimizeResult(check, agent.name, facts=facts, phases_s=phases)
     feedback: list[Feedback] = []
     candidates_dir = out_dir / "candidates" / _slug(spec.name)

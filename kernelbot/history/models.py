@@ -1,6 +1,6 @@
 """The history database's schema: tables as SQLAlchemy 2.0 typed models, engines, Alembic migrations."""
 
-# NOTE: only the storage layer (this module, kernelbot/history.py, storage/) imports SQLAlchemy.
+# NOTE: only the storage layer (this module, kernelbot/history/, storage/) imports SQLAlchemy.
 # NOTE: a change here needs a new revision in storage/versions/; tests/test_history.py checks they agree.
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbot import baselines
 from kernelbot.config import Config
 from kernelbot.errors import OperatorError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate
 from kernelbot.harness.protocol import HIDDEN_WORK
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
+from kernelbot.pipeline import baselines
 from kernelbot.spec import OperatorSpec
 
 Progress = Callable[[str], None]

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register, replace_node
+from kernelbot.analysis.rewrites import finish, register, replace_node
 
 MAX_COLS = 16384  # the template's widest kernel: 256 threads, 16 float4 registers each (32 spill on sm_90)
 FUNCTIONS = {torch.softmax: False, F.softmax: False, torch.log_softmax: True, F.log_softmax: True}

@@ -1,6 +1,6 @@
 """Operator analysis in a child process: trace forward with torch.fx, list its ops and modules, try rewrites.
 
-Run as `python -m kernelbot.agents.tracer IN.json OUT.json`. The operator is the pull request's own code,
+Run as `python -m kernelbot.analysis.tracer IN.json OUT.json`. The operator is the pull request's own code,
 so it runs here, in a process of its own with a time limit, and never in the bot's process.
 """
 
@@ -19,8 +19,8 @@ from torch import fx
 from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelbot.agents import epilogue
-from kernelbot.agents.rewrites import all_rewrites
+from kernelbot.analysis import epilogue
+from kernelbot.analysis.rewrites import all_rewrites
 from kernelbot.harness import audit
 from kernelbot.harness.loader import Operator
 

@@ -30,16 +30,16 @@ def register(name: str) -> Callable[[Rewrite], Rewrite]:
 
 
 def all_rewrites() -> dict[str, Rewrite]:
-    """Every registered rewrite: this module's and those of each kernelbot/agents/rewrites_*.py, found by
+    """Every registered rewrite: this module's and those of each kernelbot/analysis/rewrites_*.py, found by
     name, so a new rewrite module needs no import anywhere else."""
     import importlib
     import pkgutil
 
-    import kernelbot.agents as agents
+    import kernelbot.analysis as analysis
 
-    for module in pkgutil.iter_modules(agents.__path__):
+    for module in pkgutil.iter_modules(analysis.__path__):
         if module.name.startswith("rewrites_"):
-            importlib.import_module(f"kernelbot.agents.{module.name}")
+            importlib.import_module(f"kernelbot.analysis.{module.name}")
     return REWRITES
 
 

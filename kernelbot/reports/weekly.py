@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from statistics import median
 from typing import TYPE_CHECKING
 
-from kernelbot import trends
 from kernelbot.render import render
+from kernelbot.reports import trends
 
 if TYPE_CHECKING:
     from kernelbot.history import (

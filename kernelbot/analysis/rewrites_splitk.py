@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register, replace_node, unflatten_like
+from kernelbot.analysis.rewrites import finish, register, replace_node, unflatten_like
 
 MAX_ROWS = 64  # rows of x (its leading dimensions) up to which a layer counts as skinny
 MIN_SLICE = 256  # inner-dimension elements a slice keeps: each slice's product stays worth a thread block

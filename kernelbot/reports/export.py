@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot.history import CandidateRecord, History, OperatorRecord, RunRecord, TurnRecord
-from kernelbot.history_query import runs_with_transcripts
+from kernelbot.history.queries import runs_with_transcripts
 
 FORMAT = "kernelbot.trajectory"
 FORMAT_VERSION = 1  # bump when a field changes meaning

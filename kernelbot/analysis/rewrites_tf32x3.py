@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from kernelbot.agents.rewrites import finish, register, replace_node
+from kernelbot.analysis.rewrites import finish, register, replace_node
 
 PRODUCTS = {torch.matmul, torch.mm, torch.bmm, operator.matmul}
 PRODUCT_METHODS = {"matmul", "mm", "bmm"}

@@ -1,0 +1,1 @@
+"""What is made from the history: weekly trend reports, trends, RL-trajectory export, ingest of results."""
