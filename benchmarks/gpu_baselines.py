@@ -40,10 +40,10 @@ from benchmarks.gpu_optimize import (  # noqa: E402
     resolve,
     targets,
 )
-from kernelbot import baselines  # noqa: E402
 from kernelbot.agents.rules import load_rules  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
 from kernelbot.harness.evaluate import evaluate  # noqa: E402
+from kernelbot.pipeline import baselines  # noqa: E402
 from kernelbot.pipeline.check import settings_for  # noqa: E402
 from kernelbot.render import render  # noqa: E402
 

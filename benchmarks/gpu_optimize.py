@@ -44,12 +44,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
-from kernelbot import baselines  # noqa: E402
 from kernelbot.agents.base import allowed_precisions  # noqa: E402
 from kernelbot.agents.rules import load_rules, rewrites_for  # noqa: E402
 from kernelbot.agents.search import SearchAgent  # noqa: E402
 from kernelbot.config import Config, HarnessSettings, PrecisionPolicy, load_config  # noqa: E402
 from kernelbot.fingerprint import collect  # noqa: E402
+from kernelbot.pipeline import baselines  # noqa: E402
 from kernelbot.pipeline.optimize import optimize_operator  # noqa: E402
 from kernelbot.spec import OperatorSpec, is_kernelbench_source, resolve_operator  # noqa: E402
 

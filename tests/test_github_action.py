@@ -18,6 +18,7 @@ from kernelbot.github import payload as payload_mod
 from kernelbot.github.client import COMMENT_LIMIT, CheckRun, GitHub, GitHubError, Suggestion, hunk_lines
 from kernelbot.github.gate import CommandError, parse_command
 from kernelbot.github.payload import Payload, build_payload, suggestion_for, truncate
+from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
 from kernelbot.render import STICKY_MARKER
 from tests.gitrepo_builder import GitRepoBuilder
 from tests.ops import matmul_op
@@ -502,8 +503,7 @@ def test_oversized_table_is_truncated_under_the_limit(
         dict(review["operators"][0], name=f"ops/op_{i:05d}", path=f"ops/op_{i:05d}.py") for i in range(3000)
     ]
     payload, full = build_payload(
-        review,
-        "3000 regressions",
+        ReviewResult.from_json(review),
         pr=12,
         fail_on_regression=True,
         pointer="See the kernelbot-report artifact.",
@@ -528,7 +528,8 @@ def test_oversized_table_is_truncated_under_the_limit(
 
 
 def _tiny_review() -> dict[str, Any]:
-    timing = {"median_ms": 2.0, "samples": 10, "calls_per_sample": 1, "ci95_ms": [1.9, 2.1]}
+    timing = {"median_ms": 2.0, "mean_ms": 2.0, "std_ms": 0.05, "samples": 10, "calls_per_sample": 1,
+              "ci95_ms": [1.9, 2.1], "stopped_by": "rse"}  # fmt: skip
     op = {
         "name": "ops/a", "path": "ops/a.py", "change": "modified", "reasons": [], "threshold": 0.25,
         "base": {"status": "ok", "reason": "", "timing": timing}, "head": {"status": "ok", "reason": "", "timing": {**timing, "median_ms": 6.0}},
@@ -543,6 +544,9 @@ def _tiny_review() -> dict[str, Any]:
         "torch": "2",
         "cupy": None,
         "kernelbot": "0.1",
+        "triton": None,
+        "python": "3.12",
+        "host": "runner",
     }
     return {"schema_version": 1, "run_id": 1, "repository": "octo-org/kernels", "base": "b" * 40, "head": "c" * 40, "device": device, "summary": "", "warnings": [], "operators": [op]}  # fmt: skip
 
@@ -586,17 +590,21 @@ def test_suggestion_replaces_only_forward_and_truncate_keeps_whole_lines() -> No
     candidate = (
         head + "\n\nclass ModelNew(Model):\n    def forward(self, A, B):\n        return A[:, None] * B\n"
     )
-    op: dict[str, Any] = {
-        "path": "ops/diag.py",
-        "best_candidate": {"source": candidate, "origin": "r", "speedup_vs_eager": 12.0, "reward": 3},
+    best = {
+        "source": candidate,
+        "origin": "r",
+        "speedup_vs_eager": 12.0,
+        "speedup_vs_compile": 9.0,
+        "reward": 3,
     }
+    op = OperatorResult("ops/diag", "ops/diag.py", "modified", [], 0.03)
+    op.best_candidate = Suggested.from_json(best)
     s = suggestion_for(op, head)
     assert s is not None and s.replacement == "    def forward(self, A, B):\n        return A[:, None] * B"
+    assert "`r` is verified correct and 12.0× faster than eager (reward 3)" in s.note
     needs_import = candidate.replace("A[:, None] * B", "operator.mul(A[:, None], B)")
-    assert (
-        suggestion_for({**op, "best_candidate": {**op["best_candidate"], "source": needs_import}}, head)
-        is None
-    )
+    op.best_candidate = Suggested.from_json({**best, "source": needs_import})
+    assert suggestion_for(op, head) is None
     text = "\n".join(f"line {i}" for i in range(1000))
     cut = truncate(text, 500, "see artifact")
     assert len(cut) <= 500 and cut.endswith("see artifact\n") and re.search(r"line \d+\n\n…", cut)
@@ -626,15 +634,17 @@ def test_a_tampered_payload_cannot_post_elsewhere(
 def test_a_run_stored_before_reports_were_kept_still_renders_with_its_suggestion() -> None:
     """Runs written at schema 0002 have no report: the comment is rebuilt from rows, candidates included."""
     from kernelbot.history import CandidateRecord, OperatorRecord, RunRecord, VerdictRecord
-    from kernelbot.render import render
 
     slow = CandidateRecord("x = 1\n", "tf32-matmul", "ok", 1, 1.01, 0.9)
     fast = CandidateRecord("y = 2\n", "tf32-matmul", "ok", 2, 1.5, 0.8, precision_note="uses tf32")
     op = OperatorRecord("ops/mm", "ops/mm.py", "h" * 16, "modified", None, [],
                         VerdictRecord("improvement", 0.6, 0.004, 0.03), [slow, fast])  # fmt: skip
     record = RunRecord("o/r", "pull_request", "c" * 40, "b" * 40, 3, operators=[op])
-    review, summary = payload_mod.review_from_record(7, record)
-    [row] = review["operators"]
-    assert row["p_value"] == 0.004 and row["best_candidate"]["source"] == "y = 2\n"  # reward 2, not 1
-    text = render("comment.md.j2", review=review, summary=summary)
-    assert "Uses tf32 precision." in text and text.count("```python") == 1
+    review = payload_mod.review_from_record(7, record)
+    [row] = review.operators
+    assert row.p_value == 0.004 and row.best_candidate is not None
+    assert (
+        row.best_candidate.source == "y = 2\n" and row.best_candidate.precision == "tf32"
+    )  # reward 2, not 1
+    text = review.markdown()
+    assert "Uses tf32 precision." in text and text.count("```python") == 1 and "run 7" in text

@@ -389,7 +389,8 @@ def test_a_candidate_faster_only_against_cached_baselines_is_explained() -> None
     """No suggestion although a candidate looked 8x faster: the comment says why (not timed side by side)."""
     import types
 
-    from kernelbot.pipeline.review import OperatorResult, _optimize
+    from kernelbot.pipeline.results import OperatorResult
+    from kernelbot.pipeline.review import _optimize
 
     looked = types.SimpleNamespace(origin="diag-matmul-broadcast", provisional_reward=3, speedup_vs_eager=8.2)
     outcome = types.SimpleNamespace(best=None, candidates=[looked], stopped_by="time")

@@ -218,8 +218,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         f"The full report is in the `kernelbot-report` artifact of {run_url(env) or 'this workflow run'}."
     )
     payload, full = build_payload(
-        review.to_json(),
-        review.summary(),
+        review,
         pr=decision.pr,
         fail_on_regression=args.fail_on_regression,
         pointer=pointer,

@@ -13,6 +13,7 @@ from kernelbot.github.gate import Event
 from kernelbot.github.payload import Payload, build_payload, publish
 from kernelbot.github.workflow import client, run_url, write_output
 from kernelbot.history import History
+from kernelbot.pipeline.results import ReviewResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,12 +45,12 @@ def _from_run(args: argparse.Namespace, env: Mapping[str, str]) -> Payload:
     finally:
         history.close()
     if record.report is not None:  # the result as the run wrote it: the same comment as the original
-        review, summary = {**record.report, "run_id": args.run_id}, str(record.report["summary"])
+        review = ReviewResult.from_json(record.report)
+        review.run_id = args.run_id
     else:  # a run stored before reports were kept (schema 0002): rebuilt from its rows
-        review, summary = review_from_record(args.run_id, record)
+        review = review_from_record(args.run_id, record)
     payload, _ = build_payload(
         review,
-        summary,
         pr=args.pr or record.pr_number,
         fail_on_regression=args.fail_on_regression,
         pointer=f"The full report is in the artifacts of {run_url(env) or 'the original workflow run'}.",

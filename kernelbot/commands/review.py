@@ -12,7 +12,8 @@ from kernelbot.config import load_config
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.gitrepo import toplevel, work_dir
 from kernelbot.pipeline.optimizers import check_endpoint, make_optimizer
-from kernelbot.pipeline.review import OperatorResult, ReviewResult, run_review
+from kernelbot.pipeline.results import OperatorResult, ReviewResult
+from kernelbot.pipeline.review import run_review
 from kernelbot.pipeline.store import store_review
 
 
@@ -74,7 +75,7 @@ def render(review: ReviewResult) -> None:
     for op in review.operators:
         base = op.base.timing.median_ms if op.base and op.base.timing else None
         head = op.head.timing.median_ms if op.head and op.head.timing else None
-        best = op.best_candidate or {}
+        best = op.best_candidate
         rows.append(
             [
                 op.name,
@@ -84,17 +85,17 @@ def render(review: ReviewResult) -> None:
                 console.fmt_pct(op.ratio),
                 "—" if op.p_value is None else f"{op.p_value:.2g}",
                 _verdict(op),
-                console.fmt_ratio(best.get("speedup_vs_eager")),
-                console.fmt_ratio(best.get("speedup_vs_compile")),
-                str(best["reward"]) if best else "—",
+                console.fmt_ratio(best.speedup_vs_eager if best else None),
+                console.fmt_ratio(best.speedup_vs_compile if best else None),
+                str(best.reward) if best else "—",
             ]
         )
         name = console.escape(op.name)  # names, origins and errors are the PR's text: never rich markup
         if best:
             notes.append(
-                f"{name}: best candidate [bold]{console.escape(str(best['origin']))}[/bold], "
-                f"{console.fmt_ratio(best.get('speedup_vs_eager'))} vs eager, "
-                f"{console.fmt_ratio(best.get('speedup_vs_compile'))} vs torch.compile, reward {best['reward']}"
+                f"{name}: best candidate [bold]{console.escape(best.origin)}[/bold], "
+                f"{console.fmt_ratio(best.speedup_vs_eager)} vs eager, "
+                f"{console.fmt_ratio(best.speedup_vs_compile)} vs torch.compile, reward {best.reward}"
             )
         notes += [f"{name}: {console.escape(note)}" for note in op.notes]
         if op.error:

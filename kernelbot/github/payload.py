@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot.errors import UsageError
+from kernelbot.fingerprint import Fingerprint
 from kernelbot.github.client import (
     COMMENT_LIMIT,
     Annotation,
@@ -19,10 +20,11 @@ from kernelbot.github.client import (
     Suggestion,
 )
 from kernelbot.github.gate import REACTIONS
+from kernelbot.harness.results import Evaluation, Timing
 from kernelbot.history import RunRecord, Trigger
-from kernelbot.pipeline.review import OperatorResult, ReviewResult
+from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
 from kernelbot.pipeline.store import store_review
-from kernelbot.render import STICKY_MARKER, render
+from kernelbot.render import STICKY_MARKER
 
 CHECK_NAME = "kernelbot"
 
@@ -36,12 +38,12 @@ def _forward(tree: ast.Module, cls: str) -> ast.FunctionDef | None:
     return None
 
 
-def suggestion_for(op: Mapping[str, Any], head_source: str) -> Suggestion | None:
+def suggestion_for(op: OperatorResult, head_source: str) -> Suggestion | None:
     """A candidate whose ModelNew only replaces `forward` becomes a suggestion on Model.forward's lines."""
-    cand = op.get("best_candidate") or {}
-    source = cand.get("source")
-    if not source or not str(op.get("path", "")).endswith(".py"):
+    cand = op.best_candidate
+    if cand is None or not cand.source or not op.path.endswith(".py"):
         return None
+    source = cand.source
     try:
         head_tree, cand_tree = ast.parse(head_source), ast.parse(source)
     except SyntaxError:
@@ -68,12 +70,12 @@ def suggestion_for(op: Mapping[str, Any], head_source: str) -> Suggestion | None
     start = min([old.lineno, *(d.lineno for d in old.decorator_list)])
     assert old.end_lineno is not None
     return Suggestion(
-        op["path"],
+        op.path,
         start,
         old.end_lineno,
         textwrap.indent(body, indent),
-        f"**kernelbot**: `{cand.get('origin')}` is verified correct and "
-        f"{cand.get('speedup_vs_eager') or 0:.1f}× faster than eager (reward {cand.get('reward')}).",
+        f"**kernelbot**: `{cand.origin}` is verified correct and "
+        f"{cand.speedup_vs_eager or 0:.1f}× faster than eager (reward {cand.reward}).",
     )
 
 
@@ -87,26 +89,20 @@ def truncate(body: str, limit: int, pointer: str) -> str:
     return cut + note
 
 
-def _broken_at_head(op: Mapping[str, Any]) -> bool:
-    """Its head failed its check (an operator the run's time budget cut short is not broken)."""
-    return bool(op.get("head")) and op["head"]["status"] != "ok" and not op.get("stopped_by")
-
-
-def annotations_for(review: Mapping[str, Any]) -> list[Annotation]:
+def annotations_for(review: ReviewResult) -> list[Annotation]:
     out = []
-    for op in review["operators"]:
-        verdict, name = op.get("verdict"), op["name"]
-        if verdict == "regression" or _broken_at_head(op):
+    broken = review.broken_at_head
+    for op in review.operators:
+        verdict, name = op.verdict, op.name
+        if verdict == "regression" or op in broken:
             level = "failure"
-            msg = f"{name}: {'regression ' + format(op['ratio'] - 1, '+.1%') if op.get('ratio') else 'broken at head'}"
+            msg = f"{name}: {'regression ' + format(op.ratio - 1, '+.1%') if op.ratio else 'broken at head'}"
         elif verdict == "ambiguous":
             level, msg = "warning", f"{name}: ambiguous timing change; not enough evidence either way"
         else:
             continue
         out.append(
-            Annotation(
-                op["path"], 1, 1, level, msg + (f" ({op['error']})" if op.get("error") else ""), "kernelbot"
-            )
+            Annotation(op.path, 1, 1, level, msg + (f" ({op.error})" if op.error else ""), "kernelbot")
         )
     return out
 
@@ -142,8 +138,7 @@ class Payload:
 
 
 def build_payload(
-    review_json: Mapping[str, Any],
-    summary: str,
+    review: ReviewResult,
     *,
     pr: int | None,
     fail_on_regression: bool,
@@ -152,26 +147,26 @@ def build_payload(
     comment_id: int | None = None,
 ) -> tuple[Payload, str]:
     """(the payload, the full untruncated report for the artifact and the step summary)."""
-    full = render("comment.md.j2", review=review_json, summary=summary)
+    full, summary = review.markdown(), review.summary()
     suggestions = []
-    for op in review_json["operators"]:
-        if op.get("best_candidate") and op.get("best_candidate", {}).get("source"):
-            source = read_head(op["path"])
+    for op in review.operators:
+        if op.best_candidate is not None and op.best_candidate.source:
+            source = read_head(op.path)
             s = suggestion_for(op, source) if source else None
             if s:
                 suggestions.append(asdict(s))
-    bad = [op for op in review_json["operators"] if op.get("verdict") == "regression" or _broken_at_head(op)]
+    bad = review.regressions or review.broken_at_head
     conclusion = "failure" if bad and fail_on_regression else "success"
     payload = Payload(
-        repository=review_json["repository"],
+        repository=review.repository,
         pr=pr,
-        head_sha=review_json["head"],
-        run_id=review_json.get("run_id"),
+        head_sha=review.head,
+        run_id=review.run_id,
         summary=summary,
         comment=truncate(full, COMMENT_LIMIT - 1000, pointer),
         check_conclusion=conclusion,
         check_summary=truncate(f"**{summary}**\n\n" + full.replace(STICKY_MARKER, ""), 65_000, pointer),
-        annotations=[asdict(a) for a in annotations_for(review_json)],
+        annotations=[asdict(a) for a in annotations_for(review)],
         suggestions=suggestions,
         comment_id=comment_id,
     )
@@ -218,52 +213,50 @@ def store(
     return store_review(review, url, trigger=trigger, pr_number=pr, fallback_dir=fallback)[1]
 
 
-def review_from_record(run_id: int, record: RunRecord) -> tuple[dict[str, Any], str]:
-    """The comment template's data from a stored run (for `kernelbot publish --run-id`)."""
+def review_from_record(run_id: int, record: RunRecord) -> ReviewResult:
+    """A run stored before its report was kept (schema 0002), rebuilt from its rows for `publish --run-id`."""
     fp = record.fingerprint
     extra = fp.extra if fp else {}
-    device = {
-        "device": extra.get("device", "cpu"), "gpu": None if not fp or fp.gpu == "cpu" else fp.gpu,
-        "cpu": extra.get("cpu", ""), "driver": fp.driver if fp else "", "cuda": fp.cuda if fp else "",
-        "torch": fp.torch if fp else "", "cupy": fp.cupy if fp else "", "kernelbot": fp.kernelbot if fp else "",
-    }  # fmt: skip
-    operators, results = [], []
+    fingerprint = Fingerprint(
+        device=extra.get("device", "cpu"), gpu=None if not fp or fp.gpu == "cpu" else fp.gpu,
+        driver=fp.driver if fp else None, cuda=fp.cuda if fp else None, torch=fp.torch if fp else "",
+        cupy=fp.cupy if fp else None, triton=extra.get("triton"), kernelbot=fp.kernelbot if fp else "",
+        python=extra.get("python", ""), cpu=extra.get("cpu", ""), host=record.runner or "",
+    )  # fmt: skip
+    operators = []
     for op in record.operators:
-        sides: dict[str, Any] = {"base": None, "head": None}
+        result = OperatorResult(op.name, op.path, op.change, [], 0.0)
         for m in op.measurements:
-            if m.side in sides:
-                timing = None if m.median_ms is None else {
-                    "median_ms": m.median_ms, "samples": m.samples, "calls_per_sample": m.calls_per_sample,
-                    "ci95_ms": [m.ci95_low_ms, m.ci95_high_ms],
-                }  # fmt: skip
-                sides[m.side] = {"status": m.status, "reason": m.reason, "timing": timing}
-        v = op.verdict
-        # The suggestion, as optimize.OptimizeResult.best picks it: reward 2 or 3 only.
+            if m.side not in ("base", "head"):
+                continue
+            timing = None
+            if m.median_ms is not None:
+                low, high = m.ci95_low_ms or m.median_ms, m.ci95_high_ms or m.median_ms
+                timing = Timing(m.median_ms, m.mean_ms or m.median_ms, m.std_ms or 0.0, (low, high),
+                                m.samples, m.calls_per_sample, m.stopped_by, raw_ms=list(m.raw_ms))  # fmt: skip
+            ev = Evaluation(m.side, m.status, m.reason, m.max_abs_err, m.max_rel_err, timing=timing)
+            result.base, result.head = (ev, result.head) if m.side == "base" else (result.base, ev)
+        if (v := op.verdict) is not None:
+            result.verdict, result.ratio, result.p_value, result.error = (
+                v.verdict,
+                v.ratio,
+                v.p_value,
+                v.error,
+            )
+            result.threshold = v.threshold or 0.0
+        # The suggestion, as OptimizeResult.best picks it: reward 2 or 3 only.
         best = max(
             (c for c in op.candidates if c.reward >= 2),
             key=lambda c: (c.reward, c.speedup_vs_eager or 0),
             default=None,
         )
-        operators.append(
-            {
-                "name": op.name, "path": op.path, "change": op.change, **sides,
-                "ratio": v.ratio if v else None, "p_value": v.p_value if v else None, "ratio_ci99": None,
-                "threshold": v.threshold if v and v.threshold else 0.0, "verdict": v.verdict if v else None,
-                "error": v.error if v else None, "notes": [], "stopped_by": None,
-                "best_candidate": None if best is None else {
-                    "origin": best.origin, "source": best.source, "reward": best.reward,
-                    "description": "", "precision": (best.precision_note or "").removeprefix("uses ") or "exact",
-                    "speedup_vs_eager": best.speedup_vs_eager, "speedup_vs_compile": best.speedup_vs_compile,
-                },
-            }
-        )  # fmt: skip
-        result = OperatorResult(op.name, op.path, op.change, [], 0.0)
-        result.verdict = v.verdict if v else None
-        results.append(result)
-    summary = ReviewResult(record.repository, "", "", None, results).summary()  # type: ignore[arg-type]
-    review = {
-        "schema_version": 1, "run_id": run_id, "repository": record.repository,
-        "base": record.base_sha or "", "head": record.head_sha or "", "device": device,
-        "summary": summary, "warnings": [], "operators": operators,
-    }  # fmt: skip
-    return review, summary
+        if best is not None:
+            result.best_candidate = Suggested.from_json(
+                {"origin": best.origin, "source": best.source, "reward": best.reward, "status": best.status,
+                 "precision": (best.precision_note or "").removeprefix("uses ") or "exact",
+                 "speedup_vs_eager": best.speedup_vs_eager, "speedup_vs_compile": best.speedup_vs_compile}
+            )  # fmt: skip
+        operators.append(result)
+    return ReviewResult(
+        record.repository, record.base_sha or "", record.head_sha or "", fingerprint, operators, run_id=run_id
+    )

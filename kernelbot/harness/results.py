@@ -70,6 +70,10 @@ class Timing:
         out["ci95_ms"] = list(self.ci95_ms)
         return out
 
+    @classmethod
+    def from_public(cls, data: dict[str, Any]) -> Timing:
+        return cls(**{**data, "ci95_ms": tuple(data["ci95_ms"])})
+
 
 @dataclass
 class Evaluation:
@@ -111,6 +115,17 @@ class Evaluation:
             "by_fp64": self.by_fp64,
             "timing": self.timing.public() if self.timing else None,
         }
+
+    @classmethod
+    def from_public(cls, subject: str, data: dict[str, Any]) -> Evaluation:
+        """An evaluation as a report shows it (public()); what the report leaves out stays at its default."""
+        timing = data.get("timing")
+        kept = ("status", "reason", "max_abs_err", "max_rel_err", "fp64_err", "fp64_ref_err", "by_fp64")
+        return cls(
+            subject,
+            **{k: data[k] for k in kept if k in data},
+            timing=None if timing is None else Timing.from_public(timing),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from kernelbot import gitrepo
 from kernelbot.config import Config, gated, load_config
@@ -15,137 +13,16 @@ from kernelbot.errors import ConfigError, KernelbotError, StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
 from kernelbot.harness.evaluate import OUT_OF_TIME
-from kernelbot.harness.results import SCHEMA_VERSION, Evaluation
 from kernelbot.pipeline import baselines
 from kernelbot.pipeline.check import settings_for
 from kernelbot.pipeline.detect import Change, detect
 from kernelbot.pipeline.measure import measure_pair
-from kernelbot.pipeline.optimize import CONFIRM_AT_MOST, OptimizeResult
+from kernelbot.pipeline.optimize import CONFIRM_AT_MOST
 from kernelbot.pipeline.optimizers import Optimizer
-from kernelbot.render import render
+from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
 from kernelbot.spec import OperatorSpec, discover
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class OperatorResult:
-    name: str
-    path: str
-    change: str  # added / modified / removed / cosmetic / unchanged (measured with --all)
-    reasons: list[str]  # what in the diff touched it
-    threshold: float  # the practical threshold it was judged with
-    spec_hash: str | None = None  # head version (base version for removed operators)
-    base_spec_hash: str | None = None
-    base: Evaluation | None = None
-    head: Evaluation | None = None
-    ratio: float | None = None  # head median / base median
-    p_value: float | None = None
-    ratio_ci99: tuple[float, float] | None = None
-    verdict: str | None = None  # regression / improvement / no_change / ambiguous / error; None: not compared
-    error: str | None = None
-    rounds: int = 0  # interleaved timing rounds taken
-    best_candidate: dict[str, Any] | None = None  # filled by an optimization agent
-    optimization: OptimizeResult | None = None  # every candidate the agent tried, when one ran
-    stopped_by: str | None = None  # "time": the run's budget ended before this operator was measured
-    notes: list[str] = field(default_factory=list)  # what a reader should know that is not an error
-    wall_s: float = 0.0  # measuring and optimizing it
-
-    def to_json(self) -> dict[str, Any]:
-        def side(ev: Evaluation | None) -> dict[str, Any] | None:
-            return None if ev is None else ev.public()
-
-        return {
-            "name": self.name,
-            "path": self.path,
-            "change": self.change,
-            "reasons": self.reasons,
-            "base": side(self.base),
-            "head": side(self.head),
-            "ratio": self.ratio,
-            "p_value": self.p_value,
-            "ratio_ci99": list(self.ratio_ci99) if self.ratio_ci99 else None,
-            "threshold": self.threshold,
-            "verdict": self.verdict,
-            "error": self.error,
-            "best_candidate": self.best_candidate,
-            "stopped_by": self.stopped_by,
-            "notes": self.notes,
-            "wall_s": round(self.wall_s, 2),
-        }
-
-
-@dataclass
-class ReviewResult:
-    repository: str
-    base: str  # full SHA
-    head: str
-    fingerprint: Fingerprint
-    operators: list[OperatorResult] = field(default_factory=list)
-    run_id: int | None = None  # None when the history database could not be written
-    warnings: list[str] = field(default_factory=list)
-    interrupted: str | None = None  # "SIGINT" / "SIGTERM": the operators measured before it are kept
-    time_budget_s: float | None = None  # the run's wall-clock budget (--time, else harness.run_time_s)
-    wall_s: float = 0.0
-
-    @property
-    def regressions(self) -> list[OperatorResult]:
-        return [op for op in self.operators if op.verdict == "regression"]
-
-    @property
-    def broken_at_head(self) -> list[OperatorResult]:  # an operator cut by the run's budget is not broken
-        return [op for op in self.operators if op.head is not None and not op.head.ok and not op.stopped_by]
-
-    def summary(self) -> str:
-        counts = Counter(
-            op.verdict or ("not measured" if op.stopped_by else op.change) for op in self.operators
-        )
-        if not self.operators:
-            return "no operator changed"
-        order = [
-            "regression",
-            "error",
-            "ambiguous",
-            "improvement",
-            "no_change",
-            "added",
-            "removed",
-            "cosmetic",
-            "not measured",
-            "unchanged",
-        ]
-        words = {
-            "no_change": "unchanged",
-            "regression": "regression",
-            "improvement": "improvement",
-            "error": "error",
-        }
-        parts = []
-        for key in order:
-            if counts.get(key):
-                label = words.get(key, key)
-                plural = "s" if counts[key] > 1 and key in ("regression", "improvement", "error") else ""
-                parts.append(f"{counts[key]} {label}{plural}")
-        return ", ".join(parts)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.run_id,
-            "repository": self.repository,
-            "base": self.base,
-            "head": self.head,
-            "device": self.fingerprint.to_dict(),
-            "summary": self.summary(),
-            "warnings": self.warnings,
-            "interrupted": self.interrupted,
-            "time_budget_s": self.time_budget_s,
-            "wall_s": round(self.wall_s, 2),
-            "operators": [op.to_json() for op in self.operators],
-        }
-
-    def markdown(self) -> str:
-        return render("comment.md.j2", review=self.to_json(), summary=self.summary())
 
 
 def _threshold(spec: OperatorSpec, config: Config) -> float:
@@ -400,7 +277,7 @@ def _optimize(
         return
     best = result.optimization.best
     if best is not None:
-        result.best_candidate = {**best.to_json(), "source": best.source}
+        result.best_candidate = Suggested.from_candidate(best)
         return
     # Faster against the cached baselines only: said, so that "no suggestion" is not a mystery.
     unconfirmed = [c for c in result.optimization.candidates if (c.provisional_reward or 0) >= 2]

@@ -24,7 +24,7 @@ from kernelbot.history import (
     VerdictRecord,
 )
 from kernelbot.pipeline.optimize import OptimizeResult
-from kernelbot.pipeline.review import ReviewResult
+from kernelbot.pipeline.results import ReviewResult, Suggested
 
 
 def fingerprint_record(fp: Fingerprint) -> FingerprintRecord:
@@ -86,7 +86,7 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
             candidates = candidate_records(op.optimization)
             transcript = list(op.optimization.transcript)
         elif op.best_candidate:  # a run rebuilt from a payload: only the suggested candidate travelled
-            candidates = [_candidate_from_json(op.best_candidate)]
+            candidates = [_suggested_record(op.best_candidate)]
         operators.append(
             OperatorRecord(
                 op.name,
@@ -131,16 +131,15 @@ def store_review(
     return run_id, problem
 
 
-def _candidate_from_json(cand: dict[str, Any]) -> CandidateRecord:
-    precision = cand.get("precision", "exact")
+def _suggested_record(cand: Suggested) -> CandidateRecord:
     return CandidateRecord(
-        source=cand["source"],
-        origin=cand["origin"],
-        status=cand.get("status", "ok"),
-        reward=cand["reward"],
-        speedup_vs_eager=cand.get("speedup_vs_eager"),
-        speedup_vs_compile=cand.get("speedup_vs_compile"),
-        precision_note=None if precision == "exact" else f"uses {precision}",
+        source=cand.source,
+        origin=cand.origin,
+        status=cand.status,
+        reward=cast(Any, cand.reward),
+        speedup_vs_eager=cand.speedup_vs_eager,
+        speedup_vs_compile=cand.speedup_vs_compile,
+        precision_note=None if cand.precision == "exact" else f"uses {cand.precision}",
     )
 
 

@@ -1,0 +1,81 @@
+"""The typed results contract: a review written as JSON (what the history keeps as the run's report) rebuilds
+to the same object, and everything rendered from it (comment, payload) comes out the same."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelbot.fingerprint import collect
+from kernelbot.github.payload import build_payload
+from kernelbot.harness.results import Evaluation, Timing
+from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
+
+
+def _ev(ms: float, status: str = "ok") -> Evaluation:
+    timing = Timing.from_samples(
+        [ms * (1 + 0.01 * (i % 3)) for i in range(12)], 4, "rse", sm_clock_mhz=[1980, 1980]
+    )
+    return Evaluation("operator", status, max_abs_err=1e-6, fp64_err=2e-8, fp64_ref_err=1e-8, timing=timing)
+
+
+def _review() -> ReviewResult:
+    slower = OperatorResult(
+        "ops/mm", "ops/mm.py", "modified", ["forward changed"], 0.03, base=_ev(2.0), head=_ev(2.6)
+    )
+    slower.ratio, slower.p_value, slower.ratio_ci99, slower.verdict = 1.3, 0.0021, (1.27, 1.33), "regression"
+    slower.best_candidate = Suggested(
+        origin="tf32x3-matmul", description="three TF32 products", precision="tf32x3", source="class ModelNew: ...\n",
+        status="ok", reason="", reward=3, speedup_vs_eager=1.66, speedup_vs_compile=1.85, median_ms=1.57,
+        fp64_ratio=0.8, wall_s=7.35, side_by_side={"rounds": 8, "speedup_vs_eager_ci99": [1.6, 1.7]},
+        source_path="/tmp/c/00-tf32x3-matmul.py",
+    )  # fmt: skip
+    slower.notes.append("compile-max-autotune timed out")
+    broken = OperatorResult(
+        "ops/gelu", "ops/gelu.py", "modified", ["diff"], 0.03, base=_ev(1.0), head=_ev(1.0, "crashed")
+    )
+    broken.verdict, broken.error = "error", "head crashed: CUDA error"
+    late = OperatorResult("ops/new", "ops/new.py", "added", ["new file"], 0.03, stopped_by="time")
+    return ReviewResult(
+        "octo-org/kernels", "b" * 40, "c" * 40, collect("cpu"), [slower, broken, late], run_id=12,
+        warnings=["one operator was not measured"], time_budget_s=540.0, wall_s=301.25,
+    )  # fmt: skip
+
+
+def test_a_review_written_as_json_rebuilds_to_the_same_object_and_the_same_comment() -> None:
+    review = _review()
+    data = json.loads(json.dumps(review.to_json()))  # through text, as the history stores it
+    rebuilt = ReviewResult.from_json(data)
+    assert rebuilt.to_json() == data
+    assert ReviewResult.from_json(rebuilt.to_json()) == rebuilt  # a fixed point: nothing drifts on re-posts
+    assert rebuilt.markdown() == review.markdown()
+    [slower, broken, late] = rebuilt.operators
+    assert slower.p_value == 0.0021 and slower.ratio_ci99 == (1.27, 1.33)
+    assert slower.best_candidate is not None and slower.best_candidate.precision == "tf32x3"
+    assert slower.best_candidate.side_by_side == {"rounds": 8, "speedup_vs_eager_ci99": [1.6, 1.7]}
+    assert (
+        slower.head is not None
+        and slower.head.timing is not None
+        and slower.head.timing.calls_per_sample == 4
+    )
+    assert (
+        rebuilt.broken_at_head == [broken] and rebuilt.regressions == [slower] and late.stopped_by == "time"
+    )
+    assert rebuilt.fingerprint == review.fingerprint and rebuilt.summary() == review.summary()
+
+
+def test_the_payload_from_a_rebuilt_review_is_the_payload_from_the_live_one() -> None:
+    review = _review()
+    rebuilt = ReviewResult.from_json(json.loads(json.dumps(review.to_json())))
+    kw = {"pr": 3, "fail_on_regression": True, "pointer": "see the artifact", "read_head": lambda _p: None}
+    live, _ = build_payload(review, **kw)  # type: ignore[arg-type]
+    again, _ = build_payload(rebuilt, **kw)  # type: ignore[arg-type]
+    assert again == live and live.check_conclusion == "failure" and len(live.annotations) == 2
+    assert live.comment.count("class ModelNew") == 1  # each kernel's source once
+
+
+def test_a_report_of_another_schema_is_refused() -> None:
+    data = _review().to_json()
+    with pytest.raises(ValueError, match="schema 2"):
+        ReviewResult.from_json({**data, "schema_version": 2})
