@@ -8,7 +8,8 @@ import pytest
 
 from kernelbot import gitrepo
 from kernelbot.errors import ConfigError, GitError
-from kernelbot.pipeline.detect import Change, c_tokens, detect
+from kernelbot.pipeline.csources import c_tokens
+from kernelbot.pipeline.detect import Change, detect
 from tests.gitrepo_builder import GitRepoBuilder
 
 GELU = '''\
