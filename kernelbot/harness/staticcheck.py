@@ -11,6 +11,10 @@ computed name, and a guarded module passed around as a value are findings of the
 (concatenation, joins, formatting, chr(), decoding of literals) before they are judged, so `"tb_" + "frame"`
 reads as "tb_frame"; text built from what the source does not hold (input, arithmetic on data) stays unknown.
 This scan is a first filter only: the runtime audit hooks and the OS sandbox are the defence it cannot be.
+
+Why one module of ~850 lines: it is one AST visitor whose checks share its name resolution (import aliases,
+folded strings, the classes seen so far); split across files, a check would reach into another's state. What
+it looks for is data in forbidden.py.
 """
 
 from __future__ import annotations
@@ -20,403 +24,33 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-# rule -> dotted names (a use of the name or of anything under it is a finding) and why it is not allowed.
-_FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
-    "concurrency": (
-        (
-            "threading",
-            "_thread",
-            "multiprocessing",
-            "torch.multiprocessing",
-            "concurrent",
-            "subprocess",
-            "asyncio",
-            "signal",
-            "sched",
-            "pty",
-            "os.fork",
-            "os.forkpty",
-            "os.system",
-            "os.popen",
-            "os.spawnl",
-            "os.spawnle",
-            "os.spawnlp",
-            "os.spawnlpe",
-            "os.spawnv",
-            "os.spawnve",
-            "os.spawnvp",
-            "os.spawnvpe",
-            "os.posix_spawn",
-            "os.posix_spawnp",
-            "os.execl",
-            "os.execle",
-            "os.execlp",
-            "os.execlpe",
-            "os.execv",
-            "os.execve",
-            "os.execvp",
-            "os.execvpe",
-            "os.kill",
-            "os.killpg",
-            "os.setsid",
-            "os.setpgrp",
-            "os.setpgid",
-            "os.register_at_fork",
-            "os.startfile",
-            "posix",  # os's C module (fork, system, kill under their own names)
-            "nt",
-            "torch.jit.fork",
-            "torch.jit.wait",
-            "torch.jit._fork",
-            "torch.futures",
-        ),
-        "work outside the calling thread escapes the timer and the output check",
-    ),
-    "stream": (
-        (
-            "torch.cuda.Stream",
-            "torch.cuda.stream",
-            "torch.cuda.set_stream",
-            "torch.cuda.ExternalStream",
-            "torch.cuda._set_stream_by_id",
-            "torch._C._cuda_setStream",
-            "torch.cuda.streams",
-            "torch.Stream",
-            "torch.stream",
-            "torch.cuda.StreamContext",
-            "torch.cuda.default_stream",
-            "cupy.cuda.Stream",
-            "cupy.cuda.ExternalStream",
-            "cupy.cuda.stream",
-            "cupy.cuda.Stream.null",
-        ),
-        "work on a stream other than the current one can escape the timing events",
-    ),
-    "tensor-subclass": (
-        (
-            "torch.Tensor._make_subclass",
-            "torch.Tensor._make_wrapper_subclass",
-            "torch.Tensor.as_subclass",
-            "torch.overrides",
-            "torch.utils._python_dispatch",
-            "torch._C._disabled_torch_function_impl",
-            "torch.utils._pytree.register_pytree_node",
-        ),
-        "a tensor subclass or dispatch hook can defer or fake the computation the harness checks",
-    ),
-    "introspection": (
-        (
-            "gc",
-            "inspect",
-            "ctypes",
-            "cffi",
-            "mmap",
-            "sys._getframe",
-            "sys._current_frames",
-            "sys.argv",
-            "sys.modules",
-            "sys.settrace",
-            "sys.setprofile",
-            "sys.stdin",
-            "sys.addaudithook",
-            "sys.meta_path",
-            "sys.path_hooks",
-            "sys.orig_argv",
-            "sys.__stdin__",
-            "sys.monitoring",
-            "sys.remote_exec",
-            "sys._current_exceptions",
-            "sys.exc_info",
-            "sys.exception",
-            "sys.last_traceback",
-            "sys.last_exc",
-            "sys.last_value",
-            "os.write",
-            "os.writev",
-            "os.pwrite",
-            "os.pwritev",
-            "os.sendfile",
-            "os.splice",
-            "os.copy_file_range",
-            "os.read",
-            "os.readv",
-            "os.pread",
-            "os.preadv",
-            "os.open",
-            "os.openpty",
-            "os.dup",
-            "os.dup2",
-            "os.fdopen",
-            "os.pipe",
-            "os.set_inheritable",
-            "fcntl",
-            "faulthandler",
-            "pdb",
-            "bdb",
-            "numpy.ctypeslib",
-            "traceback.walk_stack",
-            "traceback.walk_tb",
-            "__main__",
-        ),
-        "introspection or raw file descriptors could reach the harness's key, channel or code",
-    ),
-    "network": (
-        (
-            "socket",
-            "ssl",
-            "urllib",
-            "urllib3",
-            "http",
-            "requests",
-            "httpx",
-            "aiohttp",
-            "ftplib",
-            "smtplib",
-            "telnetlib",
-            "xmlrpc",
-            "websocket",
-            "websockets",
-        ),
-        "a candidate has no business on the network",
-    ),
-    "harness-access": (("kernelbot",), "candidate code must not read or import the harness that judges it"),
-    "dynamic-code": (
-        (
-            "eval",
-            "exec",
-            "compile",
-            "__import__",
-            "__loader__",
-            "__spec__",
-            "importlib",
-            "runpy",
-            "builtins",
-            "__builtins__",
-            "pickle",  # unpickling runs the callables named in its bytes (os.system among them)
-            "marshal",
-            "shelve",
-            "copyreg",
-            "dill",
-            "cloudpickle",
-        ),
-        "code built at run time hides from this scan",
-    ),
-}
-
-# Dunder and frame attributes that walk from an object to code, globals or frames (and so to the key).
-_INTROSPECTIVE_ATTRS = frozenset(
-    {
-        "__globals__",
-        "__closure__",
-        "__code__",
-        "__subclasses__",
-        "__builtins__",
-        "__self__",  # a builtin's __self__ is the builtins module (and so __import__)
-        "__traceback__",
-        "f_back",
-        "f_locals",
-        "f_globals",
-        "f_builtins",
-        "tb_frame",
-        "gi_frame",
-        "cr_frame",
-        "ag_frame",
-    }
+from kernelbot.harness.forbidden import (
+    ALLOWED_SETTINGS,
+    CUDNN_FLAGS_TF32_POSITION,
+    DISPATCH_HOOKS,
+    ENVIRON,
+    ENVIRON_WRITERS,
+    FD_OPENERS,
+    FOLD_LIMIT,
+    FORBIDDEN,
+    FORBIDDEN_STRINGS,
+    GUARDED_NAMESPACES,
+    HARNESS_NAME,
+    IMPORT_ATTRS,
+    INTROSPECTIVE_ATTRS,
+    NAME_LOOKUPS,
+    NATIVE_PATTERNS,
+    PRECISION_ATTRS,
+    PRIVATE_TWINS,
+    PROCESS_PATHS,
+    REEXPORTED,
+    STREAM_WRAPPERS,
+    SUBCLASS_ATTRS,
+    SUSPECT_PREFIX,
+    SUSPECT_SUFFIX,
+    TENSOR_BASES,
+    TF32_ATTRS,
 )
-# Attributes that load code by name, whatever object they are read from.
-_IMPORT_ATTRS = frozenset({"__import__", "__loader__"})
-# Names spelt as strings: a getattr, a namespace lookup or an importer elsewhere turns them back into code, and
-# building them at run time is the way past the checks above, so the text itself is the finding. Only words no
-# honest kernel spells as a whole string are here (not "eval", "stack", "trace" or "compile", which are).
-_FORBIDDEN_STRINGS: dict[str, str] = {
-    **dict.fromkeys(
-        (
-            *_INTROSPECTIVE_ATTRS,
-            "_getframe",
-            "_current_frames",
-            "_current_exceptions",
-            "settrace",
-            "setprofile",
-            "addaudithook",
-            "walk_stack",
-            "walk_tb",
-            "get_objects",
-            "get_referrers",
-            "get_referents",
-            "currentframe",
-            "getouterframes",
-            "getinnerframes",
-            "exc_info",
-            "ctypes",
-            "_ctypes",
-        ),
-        "introspection",
-    ),
-    **dict.fromkeys(
-        (
-            "fork",
-            "forkpty",
-            "setsid",
-            "setpgrp",
-            "system",
-            "popen",
-            "posix_spawn",
-            "posix_spawnp",
-            "execv",
-            "execve",
-            "execvp",
-            "execl",
-            "execlp",
-            "spawnv",
-            "spawnl",
-            "kill",
-            "killpg",
-            "register_at_fork",
-            "start_new_thread",
-            "subprocess",
-            "_posixsubprocess",
-            "threading",
-            "_thread",
-            "multiprocessing",
-            "_multiprocessing",
-            "posix",
-        ),
-        "concurrency",
-    ),
-    **dict.fromkeys(("socket", "_socket"), "network"),
-    **dict.fromkeys(
-        ("__import__", "__loader__", "import_module", "importlib", "_frozen_importlib", "_imp", "builtins"),
-        "dynamic-code",
-    ),
-}
-# Text that names a path into this process's descriptors or memory (/dev/fd/N is /proc/self/fd/N).
-_PROCESS_PATHS = ("/proc/", "/dev/fd")
-# A computed attribute name is judged by the text it is built from: one that begins like a frame or dunder
-# attribute (or ends like one) reaches what the literal attribute would, however the rest is spelt.
-_SUSPECT_PREFIX = re.compile(r"^(?:__|tb_|f_|gi_|cr_|ag_)")
-_SUSPECT_SUFFIX = re.compile(r"(?:__|_frame|_back|_globals|_locals|_builtins)$")
-# CPython's C halves of public modules: an import of one is judged as the module it stands for. A top-level
-# module named with a leading underscore that is not listed is refused too: none has an honest use here.
-_PRIVATE_TWINS = {
-    "_socket": "socket",
-    "_ssl": "ssl",
-    "_posixsubprocess": "subprocess",
-    "_thread": "_thread",
-    "_multiprocessing": "multiprocessing",
-    "_posixshmem": "multiprocessing",
-    "_signal": "signal",
-    "_asyncio": "asyncio",
-    "_ctypes": "ctypes",
-    "_pickle": "pickle",
-    "_frozen_importlib": "importlib",
-    "_frozen_importlib_external": "importlib",
-    "_imp": "importlib",
-}
-# Modules whose names, found inside a longer dotted name, are still those modules: `torch.os` is os and
-# `torch.sys.modules` is sys.modules, since a library's module globals are attributes of it.
-_REEXPORTED = frozenset(
-    {
-        "os",
-        "posix",
-        "nt",
-        "sys",
-        "builtins",
-        "subprocess",
-        "socket",
-        "ctypes",
-        "gc",
-        "inspect",
-        "traceback",
-        "threading",
-        "_thread",
-        "multiprocessing",
-        "importlib",
-        "kernelbot",
-    }
-)
-# Namespaces that hold forbidden names, which `from torch import cuda` style aliases may stand for: passed
-# around as a value (an argument, a list item, another name) they would take those names out of sight.
-_GUARDED_NAMESPACES = frozenset(
-    {
-        "os",
-        "sys",
-        "io",
-        "traceback",
-        "time",
-        "torch",
-        "torch.cuda",
-        "torch.jit",
-        "torch.library",
-        "torch.backends",
-        "torch.backends.cuda",
-        "torch.backends.cuda.matmul",
-        "torch.backends.cudnn",
-        "torch.nn",
-        "torch.nn.functional",
-        "torch._C",
-        "torch.utils",
-        "cupy",
-        "cupy.cuda",
-        "numpy",
-    }
-)
-# Calls that open a file by descriptor when handed an int.
-_FD_OPENERS = frozenset({"open", "io.open", "io.FileIO", "os.fdopen", "builtins.open"})
-_ENVIRON = ("os.environ", "os.environb")
-_ENVIRON_WRITERS = frozenset(
-    {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
-)
-# The getattr family: (callable, position of the object, position of the name); None: no object argument.
-_NAME_LOOKUPS: dict[str, tuple[int | None, int]] = {
-    "getattr": (0, 1),
-    "setattr": (0, 1),
-    "delattr": (0, 1),
-    "object.__getattribute__": (0, 1),
-    "type.__getattribute__": (0, 1),
-    "operator.attrgetter": (None, 0),
-    "operator.methodcaller": (None, 0),
-}
-_FOLD_LIMIT = 1 << 20  # characters: folding stops (the text is left unknown) past this, so a scan stays cheap
-_DISPATCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
-_SUBCLASS_ATTRS = frozenset({"as_subclass", "_make_subclass", "_make_wrapper_subclass"})
-# Wrapping the current stream (torch's) for another library keeps the work where the timer looks.
-_STREAM_WRAPPERS = ("cupy.cuda.ExternalStream", "torch.cuda.ExternalStream")
-_TENSOR_BASES = (
-    "torch.Tensor",
-    "torch._C.TensorBase",
-    "torch._C._TensorBase",
-    "torch.nn.Parameter",
-    "torch.nn.parameter.Parameter",
-)
-# Global switches an honest candidate may flip: they change algorithm choice, not what is computed.
-_ALLOWED_SETTINGS = ("torch.backends.cudnn.benchmark", "torch._dynamo.config", "torch._inductor.config")
-_PRECISION_ATTRS = frozenset(
-    {
-        "allow_tf32",
-        "fp32_precision",
-        "allow_fp16_reduced_precision_reduction",
-        "allow_bf16_reduced_precision_reduction",
-        "allow_fp16_accumulation",
-    }
-)
-_TF32_ATTRS = frozenset({"allow_tf32", "fp32_precision"})
-# torch.backends.cudnn.flags(enabled, benchmark, benchmark_limit, deterministic, allow_tf32=True, ...)
-_CUDNN_FLAGS_TF32_POSITION = 4
-# Native source (load_inline, RawKernel strings) is opaque to the AST; these spellings are the usual suspects.
-_NATIVE_PATTERNS: tuple[tuple[str, str, str], ...] = (
-    (
-        r"cudaStreamCreate|cuStreamCreate|getStreamFromPool|setCurrentCUDAStream",
-        "stream",
-        "native code creates or switches CUDA streams",
-    ),
-    (
-        r"std::thread|std::async|pthread_create|\b(?:v?fork|popen|system|execv[pe]*|execl[pe]*|posix_spawnp?|setsid)"
-        r"\s*\(",
-        "concurrency",
-        "native code starts threads or processes",
-    ),
-)
-_HARNESS_NAME = re.compile(r"\bkernelbot")
 
 
 @dataclass(frozen=True)
@@ -518,7 +152,7 @@ class _Scanner(ast.NodeVisitor):
                 text = None
             except RecursionError:  # a chain of names too long to follow: refused, not passed unread
                 text, self.too_deep = None, True
-            self.folded[key] = text if text is None or len(text) <= _FOLD_LIMIT else None
+            self.folded[key] = text if text is None or len(text) <= FOLD_LIMIT else None
         return self.folded[key]
 
     def _fold(self, node: ast.expr) -> str | None:
@@ -542,7 +176,7 @@ class _Scanner(ast.NodeVisitor):
                 return None if right is None else left + right
             if isinstance(node.op, ast.Mult):
                 times = self.fold_int(node.right)
-                return left * times if times is not None and len(left) * times <= _FOLD_LIMIT else None
+                return left * times if times is not None and len(left) * times <= FOLD_LIMIT else None
             if isinstance(node.op, ast.Mod) and not re.search(r"%[^a-z%]*[1-9*]", left):
                 items = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
                 args = [self.fold(e) for e in items]
@@ -587,7 +221,7 @@ class _Scanner(ast.NodeVisitor):
                 return None
             value = left + right if isinstance(node.op, ast.Add) else left - right
             value = left * right if isinstance(node.op, ast.Mult) else value
-            return value if abs(value) <= _FOLD_LIMIT else None
+            return value if abs(value) <= FOLD_LIMIT else None
         return None
 
     def fold_items(self, node: ast.expr) -> list[str] | None:
@@ -697,7 +331,7 @@ class _Scanner(ast.NodeVisitor):
             return str(getattr(base, func.attr)(*texts))
         if func.attr == "replace" and len(texts) == 2:
             old, new = texts[0] or "", texts[1] or ""
-            if (base.count(old) + 1) * len(new) + len(base) > _FOLD_LIMIT:
+            if (base.count(old) + 1) * len(new) + len(base) > FOLD_LIMIT:
                 return None
             return base.replace(old, new)
         return None
@@ -753,10 +387,10 @@ class _Scanner(ast.NodeVisitor):
         """A finding when the name (or a module re-exported inside it: `torch.os.system`) is forbidden."""
         parts = name.split(".")
         for start in range(len(parts)):
-            if start and parts[start] not in _REEXPORTED:
+            if start and parts[start] not in REEXPORTED:
                 continue
             tail = ".".join(parts[start:])
-            for rule, (prefixes, why) in _FORBIDDEN.items():
+            for rule, (prefixes, why) in FORBIDDEN.items():
                 for prefix in prefixes:
                     if _under(tail, prefix):
                         self.add(node, rule, f"uses {name}: {why}")
@@ -765,26 +399,26 @@ class _Scanner(ast.NodeVisitor):
 
     def check_string(self, node: ast.AST, text: str) -> None:
         """A finding when text (a literal, or one folded from pieces) spells a name or path this scan refuses."""
-        rule = _FORBIDDEN_STRINGS.get(text)
+        rule = FORBIDDEN_STRINGS.get(text)
         if rule is not None:
             self.add(
                 node,
                 rule,
                 f"spells {text!r} as a string: a name looked up as text reaches what this scan refuses as code",
             )
-        if any(path in text for path in _PROCESS_PATHS):
+        if any(path in text for path in PROCESS_PATHS):
             self.add(
                 node,
                 "introspection",
                 "names /proc/ or /dev/fd in a string: process introspection could reach the harness's channel",
             )
-        if _HARNESS_NAME.search(text):
+        if HARNESS_NAME.search(text):
             self.add(
                 node,
                 "harness-access",
                 "names kernelbot in a string: candidate code must not reach the harness",
             )
-        for pattern, native_rule, why in _NATIVE_PATTERNS:
+        for pattern, native_rule, why in NATIVE_PATTERNS:
             if re.search(pattern, text):
                 self.add(node, native_rule, f"{why} (in a source string)")
 
@@ -818,7 +452,7 @@ class _Scanner(ast.NodeVisitor):
             self.add(node, "dynamic-code", f"{how} on {base} with a computed name hides what it reaches")
             return
         start, end = self.edge(name, last=False), self.edge(name, last=True)
-        if _SUSPECT_PREFIX.search(start) or _SUSPECT_SUFFIX.search(end):
+        if SUSPECT_PREFIX.search(start) or SUSPECT_SUFFIX.search(end):
             self.add(
                 node,
                 "introspection",
@@ -827,11 +461,11 @@ class _Scanner(ast.NodeVisitor):
             )
 
     def module_value(self, node: ast.expr) -> str | None:
-        """The module an expression names, where it is a module this scan guards (see _GUARDED_NAMESPACES)."""
+        """The module an expression names, where it is a module this scan guards (see GUARDED_NAMESPACES)."""
         if isinstance(node, ast.Name) and node.id in self.modules:
             return self.aliases[node.id]
         name = self.dotted(node)
-        if name is not None and self.is_module_path(node) and name in _GUARDED_NAMESPACES:
+        if name is not None and self.is_module_path(node) and name in GUARDED_NAMESPACES:
             return name
         return None
 
@@ -851,7 +485,7 @@ class _Scanner(ast.NodeVisitor):
     # -- imports -------------------------------------------------------------------------------
     def imported(self, node: ast.AST, name: str) -> None:
         root, _, rest = name.partition(".")
-        twin = _PRIVATE_TWINS.get(root)
+        twin = PRIVATE_TWINS.get(root)
         if twin is not None:
             self.check_name(node, f"{twin}.{rest}" if rest else twin)
         elif root.startswith("_") and root != "__future__":
@@ -866,7 +500,7 @@ class _Scanner(ast.NodeVisitor):
     def star_imported(self, node: ast.ImportFrom, module: str) -> None:
         """`from os import *`: refused where the module holds a forbidden name, which would arrive bare."""
         self.imported(node, module)
-        for rule, (prefixes, _) in _FORBIDDEN.items():
+        for rule, (prefixes, _) in FORBIDDEN.items():
             member = next((p for p in prefixes if p.startswith(module + ".")), None)
             if member is not None:
                 self.add(
@@ -916,7 +550,7 @@ class _Scanner(ast.NodeVisitor):
             and node.id not in self.bound
         ):
             self.add(node, "dynamic-code", f"uses {node.id}: code built at run time hides from this scan")
-        elif node.id in _DISPATCH_HOOKS:
+        elif node.id in DISPATCH_HOOKS:
             self.add(
                 node, "tensor-subclass", f"uses {node.id}: a dispatch hook can defer or fake the computation"
             )
@@ -933,19 +567,19 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if id(node) in self.exempt:
             return
-        if node.attr in _INTROSPECTIVE_ATTRS:
+        if node.attr in INTROSPECTIVE_ATTRS:
             self.add(
                 node,
                 "introspection",
                 f"reads .{node.attr}: walks to code, globals or frames the harness keeps private",
             )
-        elif node.attr in _DISPATCH_HOOKS | _SUBCLASS_ATTRS:
+        elif node.attr in DISPATCH_HOOKS | SUBCLASS_ATTRS:
             self.add(
                 node,
                 "tensor-subclass",
                 f"uses {node.attr}: a tensor subclass or dispatch hook can defer or fake the computation",
             )
-        elif node.attr in _IMPORT_ATTRS:
+        elif node.attr in IMPORT_ATTRS:
             self.add(node, "dynamic-code", f"reads .{node.attr}: code loaded by name hides from this scan")
         elif node.attr in ("__dict__", "__getattribute__", "__getattr__") and self.is_module_path(node.value):
             self.add(
@@ -963,7 +597,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.dotted(node.func) or ""
-        if name in _STREAM_WRAPPERS and any(
+        if name in STREAM_WRAPPERS and any(
             isinstance(sub, ast.Attribute) and sub.attr in ("current_stream", "get_current_stream")
             for arg in node.args
             for sub in ast.walk(arg)
@@ -977,7 +611,7 @@ class _Scanner(ast.NodeVisitor):
                 self.exempt.add(id(target))
         if name in ("getattr", "hasattr") and len(node.args) >= 2 and self.fold(node.args[1]) is not None:
             self.exempt.add(id(node.args[0]))  # a known name on a module resolves like an attribute
-        lookup = _NAME_LOOKUPS.get(name)
+        lookup = NAME_LOOKUPS.get(name)
         if lookup is not None and len(node.args) > lookup[1]:
             of = node.args[lookup[0]] if lookup[0] is not None else None
             self.computed_name(node, of, node.args[lookup[1]], name)
@@ -998,7 +632,7 @@ class _Scanner(ast.NodeVisitor):
                 )
                 if space is not None:
                     self.exempt.add(id(space))
-        elif name in _FD_OPENERS and node.args and self.fold_int(node.args[0]) is not None:
+        elif name in FD_OPENERS and node.args and self.fold_int(node.args[0]) is not None:
             self.add(
                 node,
                 "introspection",
@@ -1006,8 +640,8 @@ class _Scanner(ast.NodeVisitor):
             )
         elif name in ("os.putenv", "os.unsetenv") or (
             isinstance(node.func, ast.Attribute)
-            and node.func.attr in _ENVIRON_WRITERS
-            and (self.dotted(node.func.value) or "") in _ENVIRON
+            and node.func.attr in ENVIRON_WRITERS
+            and (self.dotted(node.func.value) or "") in ENVIRON
             and self.is_module_path(node.func.value)
         ):
             self.environ_written(node)
@@ -1069,7 +703,7 @@ class _Scanner(ast.NodeVisitor):
         self.class_bases.append([self.dotted(b) or "" for b in node.bases])
         for base in node.bases:
             name = self.dotted(base) or ""
-            if any(_under(name, b) for b in _TENSOR_BASES):
+            if any(_under(name, b) for b in TENSOR_BASES):
                 self.add(
                     node,
                     "tensor-subclass",
@@ -1086,7 +720,7 @@ class _Scanner(ast.NodeVisitor):
         self.defined_classes.add(node.name)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        if node.name in _DISPATCH_HOOKS:
+        if node.name in DISPATCH_HOOKS:
             self.add(
                 node,
                 "tensor-subclass",
@@ -1113,7 +747,7 @@ class _Scanner(ast.NodeVisitor):
             return
         if (
             isinstance(target, ast.Subscript)
-            and (self.dotted(target.value) or "") in _ENVIRON
+            and (self.dotted(target.value) or "") in ENVIRON
             and self.is_module_path(target.value)
         ):
             self.environ_written(node)
@@ -1128,9 +762,9 @@ class _Scanner(ast.NodeVisitor):
             return
         if isinstance(target, ast.Attribute) and self.is_module_path(target):
             name = self.dotted(target) or target.attr
-            if target.attr in _PRECISION_ATTRS and _under(name, "torch.backends"):
+            if target.attr in PRECISION_ATTRS and _under(name, "torch.backends"):
                 self.precision_set(node, name, target.attr, value)
-            elif not any(_under(name, ok) for ok in _ALLOWED_SETTINGS):
+            elif not any(_under(name, ok) for ok in ALLOWED_SETTINGS):
                 self.patched(node, name)
 
     def patched(self, node: ast.AST, name: str) -> None:
@@ -1163,7 +797,7 @@ class _Scanner(ast.NodeVisitor):
         const = value.value if isinstance(value, ast.Constant) else object()
         if const is False or const in ("ieee", "highest"):
             return  # full precision is what the reference runs at
-        if self.allow_tf32 and attr in _TF32_ATTRS and (const is True or const == "tf32"):
+        if self.allow_tf32 and attr in TF32_ATTRS and (const is True or const == "tf32"):
             return
         self.add(node, "precision-flag", f"sets {name}: lower precision than the operator's policy allows")
 
@@ -1171,8 +805,8 @@ class _Scanner(ast.NodeVisitor):
         if name == "torch.backends.cudnn.flags":
             # allow_tf32 defaults to True there: leaving it out (or passing it positionally, 5th) turns TF32 on.
             given = next((kw.value for kw in node.keywords if kw.arg == "allow_tf32"), None)
-            if given is None and len(node.args) > _CUDNN_FLAGS_TF32_POSITION:
-                given = node.args[_CUDNN_FLAGS_TF32_POSITION]
+            if given is None and len(node.args) > CUDNN_FLAGS_TF32_POSITION:
+                given = node.args[CUDNN_FLAGS_TF32_POSITION]
             off = isinstance(given, ast.Constant) and given.value is False
             if not off and not self.allow_tf32:
                 self.add(
@@ -1209,7 +843,7 @@ def scan(source: str, *, allow_tf32: bool = False, require_kernel: bool = False)
     """
     findings: list[Finding] = []
     for number, text in enumerate(source.splitlines(), start=1):
-        if any(path in text for path in _PROCESS_PATHS):  # also in comments: the AST cannot see every use
+        if any(path in text for path in PROCESS_PATHS):  # also in comments: the AST cannot see every use
             findings.append(
                 Finding(
                     number,
