@@ -15,9 +15,10 @@ from kernelbot.commands import action as action_cmd
 from kernelbot.commands import publish as publish_cmd
 from kernelbot.github import gate, workflow
 from kernelbot.github import payload as payload_mod
-from kernelbot.github.client import COMMENT_LIMIT, CheckRun, GitHub, GitHubError, Suggestion, hunk_lines
+from kernelbot.github.client import COMMENT_LIMIT, GitHub
 from kernelbot.github.gate import CommandError, parse_command
 from kernelbot.github.payload import Payload, build_payload, suggestion_for, truncate
+from kernelbot.github.types import CheckRun, GitHubError, Suggestion, hunk_lines
 from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
 from kernelbot.render import STICKY_MARKER
 from tests.gitrepo_builder import GitRepoBuilder

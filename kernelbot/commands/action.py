@@ -18,9 +18,10 @@ from kernelbot.commands.agent_args import add_time_argument
 from kernelbot.config import CONFIG_PATH, Config, load_config, load_config_at, parse_config
 from kernelbot.errors import ConfigError, GitError, KernelbotError, UsageError
 from kernelbot.fingerprint import choose_device, collect
-from kernelbot.github.client import GitHub, GitHubError
+from kernelbot.github.client import GitHub
 from kernelbot.github.gate import REACTIONS, CommandError, Decision, Event, gate
 from kernelbot.github.payload import build_payload, publish, store
+from kernelbot.github.types import GitHubError
 from kernelbot.github.workflow import client, run_url, workflow_command, write_output, write_summary
 from kernelbot.history import Trigger
 from kernelbot.pipeline.optimizers import AgentChoice, AgentKind, check_endpoint, make_optimizer

@@ -11,12 +11,8 @@ from typing import Any
 
 from kernelbot.config import Config
 from kernelbot.errors import KernelbotError, UsageError
-from kernelbot.github.client import (
-    PERMISSION_RANK,
-    GitHub,
-    PullInfo,
-    parse_time,
-)
+from kernelbot.github.client import PERMISSION_RANK, GitHub
+from kernelbot.github.types import PullInfo, parse_time
 
 # NOTE: nothing a commenter writes reaches a shell or git's option parser: the comment is split with
 # shlex in Python, operator names are only compared with detected names, and SHAs come from GitHub.

@@ -12,14 +12,9 @@ from typing import Any
 
 from kernelbot.errors import UsageError
 from kernelbot.fingerprint import Fingerprint
-from kernelbot.github.client import (
-    COMMENT_LIMIT,
-    Annotation,
-    CheckRun,
-    GitHub,
-    Suggestion,
-)
+from kernelbot.github.client import COMMENT_LIMIT, GitHub
 from kernelbot.github.gate import REACTIONS
+from kernelbot.github.types import Annotation, CheckRun, Suggestion
 from kernelbot.harness.results import Evaluation, Timing
 from kernelbot.history import RunRecord, Trigger
 from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested

@@ -445,7 +445,7 @@ class GitHubImitation:
         return self._page(entries[::-1], path, query)  # newest first (direction=desc)
 
     def _create_review(self, number: int, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
-        from kernelbot.github.client import hunk_lines  # the same hunk rule GitHub applies
+        from kernelbot.github.types import hunk_lines  # the same hunk rule GitHub applies
 
         pr = self.pulls[number]
         if len(body.get("body") or "") > LIMIT:
