@@ -1,4 +1,9 @@
-"""The model agent: a multi-turn, tool-using loop through litellm (any provider), with budgets and a transcript."""
+"""The model agent: a multi-turn, tool-using loop through litellm (any provider), with budgets and a transcript.
+
+Why one module of ~500 lines: one class whose turns share the conversation, the budgets and the attempts
+awaiting the pipeline's verdict; the endpoint (endpoint.py), the tools (tools.py) and the prompts
+(templates/) are apart.
+"""
 
 # NOTE: every text this module keeps or shows goes through Endpoint.redact (the API key never leaves it).
 

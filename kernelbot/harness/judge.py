@@ -7,6 +7,10 @@ cannot read the key, patch the reference or the comparison, or reach this proces
 is data: outputs are compared here against a reference computed here, and each timing sample is bounded by
 this process's own clock around the subject's work (`bound`): a subject that lies about its times gains at
 most the tolerance in TOLERANCE (docs/security.md says what that leaves).
+
+Why one module of ~500 lines: it is the whole of what the subject must not reach, so that an audit of the
+trust boundary reads one file; the parts that need no secrecy (comparison, inputs, timing statistics, the
+link) live in their own modules.
 """
 
 from __future__ import annotations
