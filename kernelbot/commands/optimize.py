@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import time
 from pathlib import Path
 
 from kernelbot import console
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--db",
         metavar="URL|FILE",
-        help="history database for the run and its transcript (--agent llm; default: config, else SQLite)",
+        help="history database to store the run in (always for --agent llm: its transcript; default: config, else SQLite)",
     )
     parser.set_defaults(run=run)
 
@@ -115,27 +116,49 @@ def run(args: argparse.Namespace) -> int:
             {"operator": spec.name, "stopped_by": stopped, "error": str(exc) or stopped, "candidates": []},
             args.json,
         )
+        if args.db:
+            from kernelbot.pipeline.store import store_failed_optimize
+
+            store_failed_optimize(
+                spec, root, fingerprint, str(exc) or stopped, args.db, fallback_dir=args.out
+            )
         raise
     render(result)
     console.write_json(result.to_json(), args.json)
+    if args.agent == "llm" or args.db:  # the model's transcript is always kept; other runs when asked
+        _store(
+            result,
+            root,
+            args.db or config.database,
+            fallback_dir=args.out,
+            started=getattr(args, "started", None),
+        )
     if args.agent == "llm":
-        _report_agent(result, root, args.db or config.database, fallback_dir=args.out)
+        _report_agent(result)
     if result.stopped_by in ("SIGINT", "SIGTERM"):
         return 128 + signal.Signals[result.stopped_by]
     return 0
 
 
-def _report_agent(result: OptimizeResult, repo: Path, url: str | None, *, fallback_dir: Path) -> None:
-    """Store the run and its transcript, then say how the agent ended; a dead endpoint is an error."""
-    from kernelbot.agents.endpoint import AgentError
+def _store(
+    result: OptimizeResult, repo: Path, url: str | None, *, fallback_dir: Path, started: float | None
+) -> None:
+    """Store the run (baselines, every candidate, the agent's turns) in the history database."""
     from kernelbot.pipeline.store import store_optimize
 
-    summary = result.agent_summary
-    run_id, problem = store_optimize(result, repo, url, fallback_dir=fallback_dir)
+    wall_s = None if started is None else time.monotonic() - started
+    run_id, problem = store_optimize(result, repo, url, fallback_dir=fallback_dir, wall_s=wall_s)
     if problem:
         console.err.print(f"[yellow]warning:[/yellow] {console.escape(problem)}")
     else:
         console.err.print(f"stored as run {run_id} ({len(result.transcript)} transcript turns)")
+
+
+def _report_agent(result: OptimizeResult) -> None:
+    """Say how the model agent ended; a dead endpoint is an error."""
+    from kernelbot.agents.endpoint import AgentError
+
+    summary = result.agent_summary
     for note in summary.get("notes", []):
         console.err.print(f"[dim]agent:[/dim] {console.escape(note)}")
     console.err.print(

@@ -25,6 +25,7 @@ from kernelbot.history import (
 )
 from kernelbot.pipeline.optimize import OptimizeResult
 from kernelbot.pipeline.results import ReviewResult, Suggested
+from kernelbot.spec import OperatorSpec
 
 
 def fingerprint_record(fp: Fingerprint) -> FingerprintRecord:
@@ -165,12 +166,18 @@ def _record(
         return None, f"{exc}; this run was saved to {save_unstored(data, fallback_dir, kind)} instead"
 
 
-def optimize_run(result: OptimizeResult, root: Path, *, trigger: Trigger = "local") -> RunRecord:
-    """An optimize-only run: the operator's baselines, every candidate and the agent's turns."""
+def _repository(root: Path) -> tuple[str, str | None]:
     try:
-        repository, head = gitrepo.repository_name(root), gitrepo.resolve(root, "HEAD")
+        return gitrepo.repository_name(root), gitrepo.resolve(root, "HEAD")
     except GitError:  # a plain directory: no commit to name
-        repository, head = root.resolve().name, None
+        return root.resolve().name, None
+
+
+def optimize_run(
+    result: OptimizeResult, root: Path, *, trigger: Trigger = "local", wall_s: float | None = None
+) -> RunRecord:
+    """An optimize-only run: the operator's baselines, every candidate and the agent's turns."""
+    repository, head = _repository(root)
     check = result.check
     operator = OperatorRecord(
         name=check.spec.name,
@@ -182,20 +189,49 @@ def optimize_run(result: OptimizeResult, root: Path, *, trigger: Trigger = "loca
         transcript=list(result.transcript),
     )
     fp = check.fingerprint
+    finished = datetime.now(UTC)
     return RunRecord(
         repository=repository,
         trigger=trigger,
         head_sha=head,
         runner=fp.host,
-        finished_at=datetime.now(UTC),
+        started_at=finished - timedelta(seconds=wall_s or 0.0),
+        finished_at=finished,
         fingerprint=fingerprint_record(fp),
         operators=[operator],
     )
 
 
 def store_optimize(
-    result: OptimizeResult, root: Path, url: str | None, *, fallback_dir: Path
+    result: OptimizeResult, root: Path, url: str | None, *, fallback_dir: Path, wall_s: float | None = None
 ) -> tuple[int | None, str | None]:
     """(run id, None) when stored; (None, message) when the database failed and the run went to a JSON file."""
     data = {**result.to_json(), "transcript": [asdict(t) for t in result.transcript]}
-    return _record(optimize_run(result, root), url, fallback_dir, "optimize", data)
+    return _record(optimize_run(result, root, wall_s=wall_s), url, fallback_dir, "optimize", data)
+
+
+def store_failed_optimize(
+    spec: OperatorSpec,
+    root: Path,
+    fingerprint: Fingerprint,
+    error: str,
+    url: str | None,
+    *,
+    fallback_dir: Path,
+) -> tuple[int | None, str | None]:
+    """An optimize run that ended before any candidate (the operator failed, the time ran out): kept as a
+    failed run naming the operator, so that a table of many runs shows it."""
+    repository, head = _repository(root)
+    operator = OperatorRecord(spec.name, spec.path, spec.spec_hash(root), "unchanged")
+    record = RunRecord(
+        repository=repository,
+        trigger="local",
+        head_sha=head,
+        runner=fingerprint.host,
+        status="failed",
+        finished_at=datetime.now(UTC),
+        error=error,
+        fingerprint=fingerprint_record(fingerprint),
+        operators=[operator],
+    )
+    return _record(record, url, fallback_dir, "optimize", {"operator": spec.name, "error": error})

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The GPU runs behind benchmarks/results/2026-11-30-h200-x2/, as two device calls on one nvidia-h200-x2 machine
 # (two H200s, 32 cores), from the repository root, with the wheels of .whl (and .whl-llm for `call1`) carried:
-#   bash benchmarks/h200_session.sh call1   # GPU 0: verdict trials | GPU 1: build caches, then the model agent
-#   bash benchmarks/h200_session.sh call2   # GPU 0 and GPU 1: `kernelbot optimize` over half the operators each
-#   DONE="rows files" bash benchmarks/h200_session.sh call2   # (call3) the operators call2 had no time for
-#   DONE="rows files" bash benchmarks/h200_session.sh call4   # what was left, see below
-#   bash benchmarks/h200_session.sh warm    # caches only, both GPUs: to re-run just the optimize table (then call2)
+#   bash benchmarks/lab/h200_session.sh call1   # GPU 0: verdict trials | GPU 1: build caches, then the model agent
+#   bash benchmarks/lab/h200_session.sh call2   # GPU 0 and GPU 1: `kernelbot optimize` over half the operators each
+#   DONE="rows files" bash benchmarks/lab/h200_session.sh call2   # (call3) the operators call2 had no time for
+#   DONE="rows files" bash benchmarks/lab/h200_session.sh call4   # what was left, see below
+#   bash benchmarks/lab/h200_session.sh warm    # caches only, both GPUs: to re-run just the optimize table (then call2)
 # The optimize table of the third session (after the TF32-pin fix, stacking, problems 33-37), two calls:
-#   bash benchmarks/h200_session.sh table   # both GPUs: build the caches, then `timed` until the call's end
-#   bash benchmarks/h200_session.sh more    # both GPUs: `timed` for the operators no earlier call on this machine did
-#   bash benchmarks/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
+#   bash benchmarks/lab/h200_session.sh table   # both GPUs: build the caches, then `timed` until the call's end
+#   bash benchmarks/lab/h200_session.sh more    # both GPUs: `timed` for the operators no earlier call on this machine did
+#   bash benchmarks/lab/h200_session.sh diag    # GPU 0: the compile-baseline diagnostic; GPU 1: more of the table
 # The fourth session (tf32x3, compile baseline timed twice): the GPU tests beside the warm stage, then the table:
 #   GPU_TESTS="tests/test_gpu_tf32x3.py tests/test_gpu_stacks.py tests/test_inputs.py" bash ... table; more; more2
 # The fifth session (timing protocol 2: no autograd in timed calls; analysis facts cached by the warm stage):

@@ -2,10 +2,10 @@
 # One device call of the ninth GPU session (nvidia-h200, one GPU), from the repository root, carrying
 # .whl (pydantic, SQLAlchemy, alembic, platformdirs and their needs), .dev (bubblewrap and its three
 # libraries, built on the CI machine's Debian) and .old (the harness before the judge/subject split):
-#   bash benchmarks/h200_trust_realsize.sh trustgpu     # CUDA candidates in the sandbox, overhead before/after
-#   bash benchmarks/h200_trust_realsize.sh adversarial  # the adversarial and trust suites on CUDA
-#   bash benchmarks/h200_trust_realsize.sh gputests     # the GPU tests written since the last device session
-#   bash benchmarks/h200_trust_realsize.sh realsize   # `kernelbot optimize --time 120` over benchmarks/realsize/
+#   bash benchmarks/lab/h200_trust_realsize.sh trustgpu     # CUDA candidates in the sandbox, overhead before/after
+#   bash benchmarks/lab/h200_trust_realsize.sh adversarial  # the adversarial and trust suites on CUDA
+#   bash benchmarks/lab/h200_trust_realsize.sh gputests     # the GPU tests written since the last device session
+#   bash benchmarks/lab/h200_trust_realsize.sh realsize   # `kernelbot optimize --time 120` over benchmarks/realsize/
 # STOP_S ends the stage's work that many seconds after it starts (default 540); a realsize call skips the
 # operators an earlier call on the same (still warm) machine finished. Results: $OUT/<stage>.tar.gz.
 set -u
