@@ -85,19 +85,42 @@ class Feedback:
 
 
 class Agent(Protocol):
+    """What the optimizer asks of an agent. The last three are optional in spirit: AgentBase gives each a
+    default, so an agent with nothing to say about them need not mention them."""
+
     name: str
+    skipped: dict[str, str]  # rule id -> why it did not apply (the report lists them)
+    transcript: list[Any]  # its turns (history.TurnRecord), for the history database
 
     def propose(self, task: Task, feedback: Sequence[Feedback]) -> Proposal | None:
         """The next candidate, given what was verified so far; None when it has nothing more to try."""
         ...
 
+    def summary(self) -> dict[str, Any]:
+        """Its own account of the run (model, cost, why it stopped); {} when it has none."""
+        ...
 
-class ReplayAgent:
+
+class AgentBase:
+    """The optional parts of Agent, empty."""
+
+    name = "agent"
+
+    def __init__(self) -> None:
+        self.skipped: dict[str, str] = {}
+        self.transcript: list[Any] = []
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+
+class ReplayAgent(AgentBase):
     """Proposes the files it was given, in order (tests, and re-checking candidates from elsewhere)."""
 
     name = "replay"
 
     def __init__(self, files: Sequence[Path]) -> None:
+        super().__init__()
         self.files = list(files)
 
     def propose(self, task: Task, feedback: Sequence[Feedback]) -> Proposal | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelbot.agents.base import Feedback, Proposal, Task, precision_allowed
+from kernelbot.agents.base import AgentBase, Feedback, Proposal, Task, precision_allowed
 from kernelbot.agents.endpoint import (
     AgentError,
     Endpoint,
@@ -42,7 +42,7 @@ TEXT_PROTOCOL = (
 )
 
 
-class LLMAgent:
+class LLMAgent(AgentBase):
     """Talks with a model until it submits a candidate (finish), hands that to the pipeline, and goes on."""
 
     name = "llm"
@@ -60,6 +60,7 @@ class LLMAgent:
         progress: Callable[[str], None] = lambda _: None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        super().__init__()
         self.endpoint, self.limits, self.config, self.fingerprint = endpoint, limits, config, fingerprint
         self.work_dir, self.rules = work_dir, list(rules)
         self.run_budget = run_budget or RunBudget()

@@ -6,18 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelbot.agents.base import Feedback, Precision, Proposal, Task, allowed_precisions
+from kernelbot.agents.base import AgentBase, Feedback, Precision, Proposal, Task, allowed_precisions
 from kernelbot.agents.rules import Rule
 from kernelbot.config import PrecisionPolicy
 from kernelbot.render import render
 
 
-class SearchAgent:
+class SearchAgent(AgentBase):
     name = "search"
 
     def __init__(self, rules: Sequence[Rule]) -> None:
+        super().__init__()
         self.rules = list(rules)
-        self.skipped: dict[str, str] = {}  # rule id -> why it did not apply (for the report)
         self._queue: list[Proposal] | None = None
         self._matched: list[Rule] = []  # rules whose own candidate was built, best expected gain first
         self._stacked = False

@@ -315,10 +315,8 @@ def optimize_operator(
     for candidate in result.candidates:
         if candidate.reward >= 2 and candidate.side_by_side is None:  # never claimed faster untimed
             candidate.provisional_reward, candidate.reward = candidate.reward, 1
-    result.skipped = dict(getattr(agent, "skipped", {}))
-    result.transcript = list(getattr(agent, "transcript", []))
-    summary = getattr(agent, "summary", None)
-    result.agent_summary = summary() if callable(summary) else {}
+    result.skipped, result.transcript = dict(agent.skipped), list(agent.transcript)
+    result.agent_summary = agent.summary()
     best = result.best
     if best is not None:
         target = out_dir / f"{_slug(spec.name.replace('/', '_'))}_kernelbot.py"
