@@ -94,8 +94,8 @@ call1)
             --out "$out/warm" --workers 37 --cap-s 200 >"$out/warm.log" 2>&1
         kill_sandboxes_on 1
         rm -rf "$KERNELBOT_CACHE_DIR"/*/baselines # timed with a throw-away budget: measured again in call2
-        CUDA_VISIBLE_DEVICES=1 timeout -k 5 230 taskset -c 6-31 python3 benchmarks/gpu_llm_agent.py \
-            --out "$out/llm" >"$out/llm.log" 2>&1
+        CUDA_VISIBLE_DEVICES=1 timeout -k 5 230 taskset -c 6-31 python3 -m pytest -o addopts= -m gpu -q \
+            tests/test_gpu_llm_agent.py >"$out/llm.log" 2>&1
         kill_sandboxes_on 1
     ) &
     wait
@@ -117,8 +117,8 @@ call4)  # what call1-3 left: the model agent (PyGithub was missing in call1), th
         CUDA_VISIBLE_DEVICES=0 taskset -c 0-15 python3 benchmarks/gpu_review.py --out "$out/review" --trials 1 \
             --sizes small --deadline-s 150 >"$out/review.log" 2>&1
     ) &
-    (CUDA_VISIBLE_DEVICES=1 timeout -k 5 280 taskset -c 16-31 python3 benchmarks/gpu_llm_agent.py \
-        --out "$out/llm" >"$out/llm.log" 2>&1) &
+    (CUDA_VISIBLE_DEVICES=1 timeout -k 5 280 taskset -c 16-31 python3 -m pytest -o addopts= -m gpu -q \
+        tests/test_gpu_llm_agent.py >"$out/llm.log" 2>&1) &
     wait
     ;;
 warm)  # caches only, on both GPUs (for a session that re-runs just the optimize table: warm, then call2)

@@ -1,37 +1,26 @@
-"""Device check of the model agent: the scripted model writes CUDA C++ for a GPU operator, end to end.
+"""The model agent on the GPU, end to end: a scripted model writes CUDA C++ for a GPU operator.
 
-On the GPU machine, from the repository root (litellm carried as wheels):
-    PYTHONPATH=. python3 benchmarks/gpu_llm_agent.py --out DIR
-
-A local OpenAI-compatible server (tests/servers/openai_fake.py) plays the model with scripted turns: it reads the
-operator, writes a CUDA candidate (built by torch.utils.cpp_extension.load_inline) that does not compile, then
-one that compiles but computes the wrong thing, then a right one; it verifies and profiles that one and
-finishes. Everything else is the product: `kernelbot optimize OP --agent llm` through litellm, the sandboxed
-harness on the GPU (build, ≥5 fresh seeds, timing against eager and torch.compile, ncu where counters can be
-read), the history database, and `kernelbot export trajectories`. Writes DIR/llm_agent.json (the optimize
-JSON, what the model was told after each tool call, the exported trajectory) and DIR/trajectories.jsonl.
-Exits 1 unless the right candidate was built, verified and timed on the GPU and the trajectory exported.
+A local OpenAI-compatible server (tests/servers/openai_fake.py) plays the model: it reads the operator, writes
+a CUDA candidate (built by torch.utils.cpp_extension.load_inline) that does not compile, then one that compiles
+but computes the wrong thing, then a right one; it verifies and profiles that one and finishes. Everything else
+is the product: `kernelbot optimize OP --agent llm` through litellm, the sandboxed harness on the GPU (build,
+fresh seeds, timing against eager and torch.compile), the history database, `kernelbot export trajectories`.
+Run on the GPU machine: `python3 -m pytest -m gpu tests/test_gpu_llm_agent.py` (litellm carried as a wheel).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import io
 import json
-import os
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import pytest
 
-from kernelbot.cli import main as kernelbot  # noqa: E402
-from tests.servers.openai_fake import LITELLM_NAME, FakeOpenAI, register_price, reply, tool_call  # noqa: E402
+from kernelbot.cli import main as kernelbot
+from tests.servers.openai_fake import LITELLM_NAME, FakeOpenAI, register_price, reply, tool_call
+
+pytestmark = pytest.mark.gpu
 
 FAKE = LITELLM_NAME
 ROWS, COLS = 8192, 8192
@@ -159,74 +148,32 @@ def script() -> list[dict[str, Any]]:
     ]
 
 
-def run(out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
-    os.environ["KERNELBOT_LLM_API_KEY"] = "sk-device-check"  # the fake server accepts any key
+def test_the_model_agent_builds_verifies_and_times_a_cuda_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("litellm")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    monkeypatch.setenv("KERNELBOT_LLM_API_KEY", "sk-device-check")  # the fake server accepts any key
     register_price()
-    repo = Path(tempfile.mkdtemp(prefix="kernelbot-llm-gpu-"))
-    (repo / "ops").mkdir()
+    repo = tmp_path / "repo"
+    (repo / "ops").mkdir(parents=True)
     (repo / "ops" / "silu.py").write_text(OPERATOR)
     (repo / ".github").mkdir()
     (repo / ".github" / "kernelbot.yml").write_text(CONFIG)
     db = f"sqlite:///{repo / 'history.db'}"
-    result_json, trajectories = repo / "optimize.json", out / "trajectories.jsonl"
-    started = time.monotonic()
+    result_json, trajectories = repo / "optimize.json", tmp_path / "trajectories.jsonl"
     with FakeOpenAI(script()) as server, contextlib.chdir(repo):
         code = kernelbot(
             ["optimize", "ops/silu.py", "--agent", "llm", "--model", FAKE, "--api-base", server.api_base,
              "--device", "cuda", "--out", str(repo / "out"), "--json", str(result_json), "--db", db]
         )  # fmt: skip
-    optimize_s = time.monotonic() - started
-    messages = server.requests[-1]["messages"] if server.requests else []
-    told = [m["content"] for m in messages if m["role"] == "tool"]
-    export_code = kernelbot(["export", "trajectories", "--db", db, "--out", str(trajectories)])
-    data = json.loads(result_json.read_text()) if result_json.exists() else {}
-    lines = [json.loads(x) for x in trajectories.read_text().splitlines()] if trajectories.exists() else []
-    report = {
-        "optimize_exit": code,
-        "optimize_wall_s": round(optimize_s, 1),
-        "export_exit": export_code,
-        "requests": len(server.requests),
-        "tool_results": told,
-        "optimize": data,
-        "trajectory": lines[0] if lines else None,
-    }
-    (out / "llm_agent.json").write_text(json.dumps(report, indent=1, default=str))
-    buf = io.StringIO()
-    print(
-        f"kernelbot optimize --agent llm: exit {code} in {optimize_s:.0f} s; export exit {export_code}",
-        file=buf,
-    )
-    for i, text in enumerate(told):
-        print(f"--- tool result {i}:\n{text[:1500]}", file=buf)
-    best = data.get("best")
-    base = data.get("baselines", {})
-    print(f"baselines: {json.dumps(base)[:600]}", file=buf)
-    print(f"best: {json.dumps(best)[:800]}", file=buf)
-    if lines:
-        t = lines[0]
-        print(
-            f"trajectory: {len(t.get('messages', []))} messages, reward {t.get('reward')}, "
-            f"final source {len((t.get('final') or {}).get('source') or '')} chars",
-            file=buf,
-        )
-    print(buf.getvalue())
-    (out / "llm_agent.log").write_text(buf.getvalue())
-    ok = (
-        code == 0
-        and export_code == 0
-        and best is not None
-        and best["status"] == "ok"
-        and (lines and (lines[0].get("final") or {}).get("source") == RIGHT)
-    )
-    return 0 if ok else 1
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    return run(parser.parse_args().out)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    told = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+    assert code == 0, told
+    data = json.loads(result_json.read_text())
+    best = data["best"]
+    assert best is not None and best["status"] == "ok" and best["origin"] == f"llm:{FAKE}", data["candidates"]
+    assert kernelbot(["export", "trajectories", "--db", db, "--out", str(trajectories)]) == 0
+    [trajectory] = [json.loads(x) for x in trajectories.read_text().splitlines()]
+    assert (trajectory.get("final") or {}).get("source") == RIGHT
