@@ -20,6 +20,44 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SparseMatch(_Strict):
+    """Bounds on the structure features of the operator's sparse matrix input (analysis/sparse.py); a rule
+    with this section matches only operators that take one."""
+
+    min_density: float | None = None
+    max_density: float | None = None
+    min_row_nnz_mean: float | None = None
+    max_row_nnz_mean: float | None = None
+    max_row_nnz_cv: float | None = None  # std / mean of the nonzeros per row: regular rows are low
+    min_row_nnz_cv: float | None = None  # power-law rows are high
+    max_bandwidth_share: float | None = (
+        None  # banded: nonzeros within this share of the columns of the diagonal
+    )
+    min_diagonal_share: float | None = None
+    min_block_density_8: float | None = (
+        None  # block-sparse: the 8 x 8 blocks that hold nonzeros are this full
+    )
+
+    def why_not(self, f: dict[str, Any] | None) -> str | None:
+        if f is None:
+            return "needs a sparse matrix input"
+        cv = f["row_nnz_std"] / f["row_nnz_mean"] if f["row_nnz_mean"] else 0.0
+        bounds = [
+            ("density", f["density"], self.min_density, self.max_density),
+            ("nonzeros per row", f["row_nnz_mean"], self.min_row_nnz_mean, self.max_row_nnz_mean),
+            ("row-length variation", cv, self.min_row_nnz_cv, self.max_row_nnz_cv),
+            ("bandwidth share", f["bandwidth_share"], None, self.max_bandwidth_share),
+            ("diagonal share", f["diagonal_share"], self.min_diagonal_share, None),
+            ("8x8 block density", f["block_density_8"], self.min_block_density_8, None),
+        ]
+        for name, value, low, high in bounds:
+            if low is not None and value < low:
+                return f"{name} {value:.3g} < {low}"
+            if high is not None and value > high:
+                return f"{name} {value:.3g} > {high}"
+        return None
+
+
 class Match(_Strict):
     devices: list[Literal["cpu", "cuda"]] = ["cpu", "cuda"]
     kinds: list[Literal["kernelbench", "declared"]] = ["kernelbench"]
@@ -40,6 +78,7 @@ class Match(_Strict):
     rewrite_applies: bool = False  # the rewrite named in `produces` must find its pattern (dry run)
     # At least this many pointwise ops end the graph, fusable as one kernel (epilogue.describe).
     pointwise_tail: int = 0
+    sparse: SparseMatch | None = None  # the operator takes a sparse matrix with this structure
 
 
 class Produces(_Strict):
@@ -78,6 +117,7 @@ class Rule(_Strict):
         """None when the rule applies; otherwise the first reason it does not (for the report)."""
         m = self.match
         ops, modules = set(facts.get("ops", [])), set(facts.get("modules", []))
+        sparse_why = m.sparse.why_not(facts.get("sparse")) if m.sparse is not None else None
         checks = [
             (device in m.devices, f"not for {device}"),
             (kind in m.kinds, f"not for {kind} operators"),
@@ -100,6 +140,7 @@ class Rule(_Strict):
                 facts.get("pointwise_tail", 0) >= m.pointwise_tail,
                 f"needs a fusable tail of {m.pointwise_tail} pointwise ops",
             ),
+            (sparse_why is None, f"matrix structure: {sparse_why}"),
             (
                 precision_allowed(self.precision, policy),
                 f"{self.precision} not allowed by the precision policy",

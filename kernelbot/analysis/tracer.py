@@ -19,7 +19,7 @@ from torch import fx
 from torch.fx.passes.shape_prop import ShapeProp
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelbot.analysis import epilogue
+from kernelbot.analysis import epilogue, sparse
 from kernelbot.analysis.rewrites import all_rewrites
 from kernelbot.harness import audit
 from kernelbot.harness.loader import Operator
@@ -123,7 +123,11 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
         "trace_error": None,
         "rewrites": {},
         "pointwise_tail": 0,
+        "sparse": None,  # structure features of the first sparse matrix input (analysis/sparse.py)
     }
+    matrix = sparse.first_sparse(inputs)
+    if matrix is not None:
+        facts["sparse"] = sparse.features(matrix)
     model = op.reference
     facts["kernels"] = kernel_count(model, inputs)
     facts["gpu_busy"] = gpu_busy_share(model, inputs)

@@ -28,12 +28,41 @@ MAX_INPUT_SETS = 64
 MEMORY_SHARE = 64
 
 
+# Sparse matrices an operator may take as inputs (SpMV, SpMM): the compressed layouts, whose storage is three
+# dense tensors. A refresh reorders their values and keeps their pattern; COO (indices that may be uncoalesced)
+# is not supported: the operator converts with .to_sparse_csr().
+COMPRESSED = (torch.sparse_csr, torch.sparse_bsr, torch.sparse_csc, torch.sparse_bsc)
+
+
+def parts(v: torch.Tensor) -> list[torch.Tensor]:
+    """A tensor's storage as dense tensors: itself, or a compressed sparse matrix's two index arrays and
+    its values (each aliasing the matrix, so writing one writes the matrix)."""
+    if v.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return [v.crow_indices(), v.col_indices(), v.values()]
+    if v.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return [v.ccol_indices(), v.row_indices(), v.values()]
+    if v.layout != torch.strided:
+        raise Failure(
+            "operator_error",
+            f"an input has layout {v.layout}: kernelbot takes dense tensors and compressed sparse matrices "
+            "(CSR, CSC, BSR, BSC); convert it in get_inputs(), e.g. .to_sparse_csr()",
+        )
+    return [v]
+
+
+def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal tensors: the same layout, shape and storage (sparse matrices compared part by part)."""
+    if a.layout != b.layout or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return all(torch.equal(x, y) for x, y in zip(parts(a), parts(b), strict=True))
+
+
 def clone(values: list[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
 def nbytes(values: list[Any]) -> int:
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+    return sum(p.numel() * p.element_size() for v in values if isinstance(v, torch.Tensor) for p in parts(v))
 
 
 @functools.cache  # the device's total memory: fixed for the process, asked once, not every timing batch
@@ -126,13 +155,15 @@ def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
     orders: dict[tuple[int, str], tuple[Any, ...]] = {}
     with torch.no_grad():
         for values, trusted in zip(sets, masters, strict=True):
-            for v, t in zip(values, trusted, strict=True):
-                if not isinstance(v, torch.Tensor):
+            for tensor, master in zip(values, trusted, strict=True):
+                if not isinstance(tensor, torch.Tensor):
                     continue
-                if not _reorderable(v):
-                    v.copy_(t)
-                    continue
-                key = (v.numel(), str(v.device))
-                if key not in orders:
-                    orders[key] = _order(v.numel(), v.device, seed)
-                _reorder(v.view(-1), t.reshape(-1), orders[key])
+                # A sparse matrix: its pattern restored, its values reordered like any floating input.
+                for v, t in zip(parts(tensor), parts(master), strict=True):
+                    if not _reorderable(v):
+                        v.copy_(t)
+                        continue
+                    key = (v.numel(), str(v.device))
+                    if key not in orders:
+                        orders[key] = _order(v.numel(), v.device, seed)
+                    _reorder(v.view(-1), t.reshape(-1), orders[key])

@@ -30,7 +30,15 @@ import torch
 
 # NOTE: captured before the operator's (untrusted) file is imported.
 from kernelbot.harness import audit, compare, guards, link, timing
-from kernelbot.harness.inputs import Failure, clone, input_sets_for, nbytes, refresh, set_bytes_budget
+from kernelbot.harness.inputs import (
+    Failure,
+    clone,
+    input_sets_for,
+    nbytes,
+    refresh,
+    same_tensor,
+    set_bytes_budget,
+)
 from kernelbot.harness.loader import LoadError, Operator, seed_all
 from kernelbot.harness.protocol import HIDDEN_WORK, seal, write_frame
 
@@ -323,7 +331,7 @@ class Judge:
         """The subject makes its own inputs from the seed: the factory must give the same ones each time."""
         for a, b in zip(first, second, strict=True):
             same = (
-                torch.equal(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
+                same_tensor(a, b) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else a == b
             )
             if not same:
                 raise Failure(

@@ -1,0 +1,53 @@
+"""Structure features of a sparse matrix input: what decides which SpMV/SpMM kernel is fastest (SparseRL's
+premise: the best kernel depends on the matrix, not only on the code). Computed once per matrix in the
+analysis sandbox and matched by rules (`match: {sparse: {...}}`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kernelbot.harness.inputs import COMPRESSED
+
+BLOCKS = (4, 8, 16)
+
+
+def first_sparse(inputs: list[Any]) -> torch.Tensor | None:
+    return next((t for t in inputs if isinstance(t, torch.Tensor) and t.layout in COMPRESSED), None)
+
+
+def features(matrix: torch.Tensor) -> dict[str, Any]:
+    """rows, cols, nnz, density; nonzeros per row (mean, std, max, skew) and the share of empty rows; the
+    bandwidth (largest |col - row| of a nonzero) and its share of the columns; the share of nonzeros on the
+    main diagonal; for b in 4, 8, 16 the density of the b x b blocks that hold any nonzero."""
+    csr = matrix.detach().to("cpu")
+    if csr.layout != torch.sparse_csr:
+        csr = csr.to_sparse_coo().to_sparse_csr() if csr.layout != torch.sparse_csc else csr.to_sparse_csr()
+    rows, cols = int(csr.shape[-2]), int(csr.shape[-1])
+    crow, col = csr.crow_indices().long(), csr.col_indices().long()
+    nnz = int(col.numel())
+    per_row = (crow[1:] - crow[:-1]).double()
+    row_of = torch.repeat_interleave(torch.arange(rows), (crow[1:] - crow[:-1]))
+    mean = float(per_row.mean()) if rows else 0.0
+    std = float(per_row.std(unbiased=False)) if rows else 0.0
+    skew = float(((per_row - mean) ** 3).mean() / std**3) if std > 0 else 0.0
+    offset = (col - row_of).abs()
+    out: dict[str, Any] = {
+        "rows": rows,
+        "cols": cols,
+        "nnz": nnz,
+        "density": nnz / (rows * cols) if rows and cols else 0.0,
+        "row_nnz_mean": round(mean, 4),
+        "row_nnz_std": round(std, 4),
+        "row_nnz_max": int(per_row.max()) if rows else 0,
+        "row_nnz_skew": round(skew, 4),
+        "empty_row_share": float((per_row == 0).double().mean()) if rows else 0.0,
+        "bandwidth": int(offset.max()) if nnz else 0,
+        "bandwidth_share": (int(offset.max()) + 1) / cols if nnz and cols else 0.0,
+        "diagonal_share": float((offset == 0).double().mean()) if nnz else 0.0,
+    }
+    for b in BLOCKS:
+        blocks = torch.unique((row_of // b) * ((cols + b - 1) // b) + col // b).numel() if nnz else 0
+        out[f"block_density_{b}"] = nnz / (blocks * b * b) if blocks else 0.0
+    return out

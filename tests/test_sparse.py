@@ -1,0 +1,181 @@
+"""Sparse operators: a matrix's structure features, rules that match on them, and the harness's handling of
+sparse matrix inputs (refreshed values on a kept pattern)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelbot.agents.rules import Match, Produces, Rule, SparseMatch, load_rules
+from kernelbot.analysis.sparse import features, first_sparse
+from kernelbot.cli import main
+from kernelbot.harness.inputs import Failure, clone, nbytes, parts, refresh, same_tensor
+from kernelbot.pipeline.detect import detect
+from tests.gitrepo_builder import GitRepoBuilder
+from tests.ops import write_repo
+
+pytestmark = pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta state")
+
+
+def _csr(dense: torch.Tensor) -> torch.Tensor:
+    return dense.to_sparse_csr()
+
+
+def test_features_of_a_diagonal_a_banded_and_a_block_sparse_matrix() -> None:
+    diag = features(_csr(torch.diag(torch.arange(1.0, 65.0))))
+    assert diag["nnz"] == 64 and diag["density"] == pytest.approx(1 / 64)
+    assert diag["diagonal_share"] == 1.0 and diag["bandwidth"] == 0 and diag["row_nnz_std"] == 0.0
+    assert diag["block_density_4"] == pytest.approx(4 / 16)  # each 4x4 block on the diagonal holds 4 of 16
+
+    n = 100
+    i = torch.arange(n)
+    band = torch.zeros(n, n)
+    for k in (-2, -1, 0, 1, 2):
+        rows = i[(i + k >= 0) & (i + k < n)]
+        band[rows, rows + k] = 1.0
+    b = features(_csr(band))
+    assert b["bandwidth"] == 2 and b["bandwidth_share"] == pytest.approx(3 / n)
+    assert b["row_nnz_max"] == 5 and b["nnz"] == 5 * n - 6 and b["empty_row_share"] == 0.0
+
+    blocks = torch.zeros(64, 64)
+    blocks[0:8, 8:16] = 1.0
+    blocks[32:40, 48:56] = 2.0
+    f = features(_csr(blocks))
+    assert f["block_density_8"] == 1.0 and f["block_density_16"] == pytest.approx(0.25)
+    assert f["empty_row_share"] == pytest.approx(48 / 64)
+
+
+def test_power_law_rows_are_skewed_and_other_layouts_give_the_same_features() -> None:
+    gen = torch.Generator().manual_seed(0)
+    n = 256
+    lengths = (torch.arange(1, n + 1).double() ** -1.2 * n).long().clamp(min=1)  # a few long rows, many short
+    dense = torch.zeros(n, n)
+    for r, length in enumerate(lengths.tolist()):
+        dense[r, torch.randperm(n, generator=gen)[:length]] = 1.0
+    f = features(_csr(dense))
+    assert f["row_nnz_skew"] > 3 and f["row_nnz_max"] == int(lengths.max())
+    assert features(dense.to_sparse_csc()) == f
+    assert features(dense.to_sparse_bsr((2, 2)))["rows"] == n  # blocks' stored zeros count as stored
+    assert first_sparse([torch.randn(3), dense.to_sparse_csr(), 2]) is not None
+    assert first_sparse([torch.randn(3), 2]) is None
+
+
+def _rule(**sparse: float) -> Rule:
+    return Rule(
+        id="r", description="d", rationale="r", match=Match(sparse=SparseMatch(**sparse)),
+        produces=Produces(template="sparse_dense.py.j2"),
+    )  # fmt: skip
+
+
+def test_rules_match_on_the_structure_and_never_without_a_sparse_input() -> None:
+    full = features(_csr(torch.where(torch.rand(64, 64) < 0.5, 1.0, 0.0)))
+    thin = features(_csr(torch.eye(64)))
+    rule = _rule(min_density=0.1)
+    facts = {"eager_ms": 1.0}
+    assert rule.matches({**facts, "sparse": full}, "cpu", "kernelbench", {}) is None
+    why = rule.matches({**facts, "sparse": thin}, "cpu", "kernelbench", {})
+    assert why is not None and why.startswith("matrix structure: density")
+    assert rule.matches(facts, "cpu", "kernelbench", {}) == "matrix structure: needs a sparse matrix input"
+    banded = _rule(max_bandwidth_share=0.05)
+    assert banded.matches({**facts, "sparse": thin}, "cpu", "kernelbench", {}) is None
+    assert banded.matches({**facts, "sparse": full}, "cpu", "kernelbench", {}) is not None
+    shipped = {r.id: r for r in load_rules()}["sparse-dense-fallback"]
+    assert shipped.matches({**facts, "sparse": full}, "cuda", "kernelbench", {}) is None
+    assert shipped.matches({**facts, "sparse": thin}, "cuda", "kernelbench", {}) is not None
+
+
+def test_a_refresh_reorders_a_sparse_inputs_values_and_keeps_its_pattern() -> None:
+    dense = torch.where(torch.rand(300, 300) < 0.05, torch.randn(300, 300), torch.zeros(()))
+    master = [dense.to_sparse_csr(), torch.randn(300, 4)]
+    work = clone(master)
+    work[0].values().zero_()  # what a subject's write into its input would leave
+    work[0].col_indices().zero_()
+    refresh([work], [master], seed=7)
+    (crow, col, values), (mcrow, mcol, mvalues) = parts(work[0]), parts(master[0])
+    assert torch.equal(crow, mcrow) and torch.equal(col, mcol)  # the pattern is the master's again
+    assert not torch.equal(values, mvalues)  # the values are reordered...
+    assert torch.equal(values.sort().values, mvalues.sort().values)  # ...and are the master's multiset
+    assert same_tensor(master[0], master[0].clone()) and not same_tensor(master[0], work[0])
+    assert nbytes(master) == sum(p.numel() * p.element_size() for p in parts(master[0])) + 300 * 4 * 4
+
+
+def test_a_coo_input_is_one_line_naming_the_fix() -> None:
+    with pytest.raises(Failure, match=r"convert it in get_inputs\(\), e.g. .to_sparse_csr\(\)"):
+        parts(torch.eye(3).to_sparse_coo())
+
+
+# -- a sparse operator through the harness and through detection ----------------------------------------
+
+SPMV = '''
+"""SpMV: y = A @ x, A a random CSR matrix."""
+
+import torch
+from torch import nn
+
+N = 256
+
+
+class Model(nn.Module):
+    def forward(self, a, x):
+        return torch.sparse.mm(a, x)
+
+
+def get_inputs():
+    dense = torch.where(torch.rand(N, N) < 0.05, torch.randn(N, N), torch.zeros(()))
+    return [dense.to_sparse_csr(), torch.randn(N, 1)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+SPMV_ROWWISE = """
+import torch
+from torch import nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, x):  # the same product, row by row from the CSR arrays
+        crow, col, val = a.crow_indices(), a.col_indices(), a.values()
+        rows = torch.repeat_interleave(torch.arange(a.shape[0]), crow[1:] - crow[:-1])
+        return torch.zeros(a.shape[0], x.shape[1]).index_add_(0, rows, val[:, None] * x[col])
+"""
+
+SPMV_TRANSPOSED = SPMV_ROWWISE.replace("x[col]", "x[rows]").replace(
+    "index_add_(0, rows,", "index_add_(0, col,"
+)
+
+
+def test_a_sparse_operator_is_checked_and_a_candidate_verified_on_fresh_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = write_repo(
+        tmp_path, {"ops/spmv.py": SPMV, "cand/rowwise.py": SPMV_ROWWISE, "cand/t.py": SPMV_TRANSPOSED}
+    )
+    monkeypatch.chdir(repo)
+    out = tmp_path / "r.json"
+    args = [
+        "check",
+        "ops/spmv.py",
+        "--device",
+        "cpu",
+        "--no-compile",
+        "--json",
+        str(out),
+    ]
+    assert main([*args, "--candidate", str(repo / "cand/rowwise.py")]) == 0
+    data = json.loads(out.read_text())
+    assert data["reference"]["status"] == "ok" and data["candidate"]["status"] == "ok"
+    assert main([*args, "--candidate", str(repo / "cand/t.py")]) == 1  # A^T x is not A x
+    assert json.loads(out.read_text())["candidate"]["status"] == "incorrect"
+
+
+def test_a_changed_sparse_operator_is_detected(tmp_path: Path) -> None:
+    repo = GitRepoBuilder(tmp_path / "repo")
+    base = repo.commit({"ops/spmv.py": SPMV}, "base")
+    head = repo.commit({"ops/spmv.py": SPMV.replace("< 0.05", "< 0.02")}, "head")
+    [change] = detect(repo.root, base, head)
+    assert change.name == "ops/spmv" and change.change == "modified"
