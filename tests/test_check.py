@@ -269,6 +269,25 @@ def test_the_compile_baseline_gets_a_third_of_the_time_left_and_no_second_run_pa
     report = check.check_operator(spec, repo, config, collect("cpu"), deadline=1090.0)
     assert deadlines == [pytest.approx(1030.0)]  # a second 25 s run would end past 1030: not started
     assert report.compiled is not None and report.compiled.ok
+    # One run of the two stands for this run only: a run without a time limit makes both, and caches them.
+    check.check_operator(spec, repo, config, collect("cpu"))
+    assert deadlines == [pytest.approx(1030.0), None, None]
+    check.check_operator(spec, repo, config, collect("cpu"))
+    assert len(deadlines) == 3  # cached now
+
+    def second_cut_short(job: dict, subject: str, settings: Any, **_: Any) -> Any:
+        if subject != "compile":
+            return _run(0.1, subject=subject)
+        from kernelbot.harness.results import Evaluation
+
+        deadlines.append(settings.deadline)
+        return _run(0.085) if len(deadlines) % 2 == 1 else Evaluation("compile", "timeout", OUT_OF_TIME)
+
+    monkeypatch.setattr(check, "evaluate", second_cut_short)
+    monkeypatch.setenv("KERNELBOT_CACHE_DIR", str(tmp_path / "cache3"))
+    deadlines.clear()
+    report = check.check_operator(spec, repo, config, collect("cpu"), deadline=clock[0] + 600)
+    assert len(deadlines) == 2 and report.compiled is not None and report.compiled.ok  # the first run stands
 
     def out_of_time(job: dict, subject: str, settings: Any, **_: Any) -> Any:
         if subject != "compile":

@@ -127,7 +127,10 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     }
     matrix = sparse.first_sparse(inputs)
     if matrix is not None:
-        facts["sparse"] = sparse.features(matrix)
+        try:
+            facts["sparse"] = sparse.features(matrix)
+        except (RuntimeError, ValueError) as exc:  # a batched matrix: no features, the other facts stand
+            facts["sparse_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     model = op.reference
     facts["kernels"] = kernel_count(model, inputs)
     facts["gpu_busy"] = gpu_busy_share(model, inputs)

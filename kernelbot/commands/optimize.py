@@ -119,9 +119,11 @@ def run(args: argparse.Namespace) -> int:
         if args.db:
             from kernelbot.pipeline.store import store_failed_optimize
 
-            store_failed_optimize(
+            _, problem = store_failed_optimize(
                 spec, root, fingerprint, str(exc) or stopped, args.db, fallback_dir=args.out
             )
+            if problem:
+                console.err.print(f"[yellow]warning:[/yellow] {console.escape(problem)}")
         raise
     render(result)
     console.write_json(result.to_json(), args.json)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -72,7 +72,8 @@ class Timing:
 
     @classmethod
     def from_public(cls, data: dict[str, Any]) -> Timing:
-        return cls(**{**data, "ci95_ms": tuple(data["ci95_ms"])})
+        known = {f.name for f in fields(cls)}  # a report written by another version may have more or fewer
+        return cls(**{**{k: v for k, v in data.items() if k in known}, "ci95_ms": tuple(data["ci95_ms"])})
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 
 # NOTE: these imports capture the timers and guards before any operator or candidate file is imported.
 from kernelbot.harness import audit, guards, link, timing
-from kernelbot.harness.inputs import Failure, clone, input_sets_for, memory_note, nbytes, refresh
+from kernelbot.harness.inputs import Failure, clone, input_sets_for, memory_note, nbytes, parts, refresh
 from kernelbot.harness.loader import LoadError, Operator, seed_all
 
 
@@ -101,7 +101,9 @@ class Subject:
 
     def _poison(self, like: list[Any]) -> None:
         """Fill memory the allocator will hand out next with NaN, so returning stale memory fails."""
-        size = max(sum(t.numel() for t in like if isinstance(t, torch.Tensor)), 1024) * 2
+        # Stored elements: a sparse matrix counts its nonzeros, not its dense size.
+        stored = sum(p.numel() for t in like if isinstance(t, torch.Tensor) for p in parts(t))
+        size = max(stored, 1024) * 2
         junk = torch.full((size,), float("nan"), device=self.device)
         del junk
 

@@ -72,22 +72,27 @@ COMPILE_RUNS = {"cuda": 2, "cpu": 1}
 COMPILE_SHARE = 1 / 3
 
 
-def _compile_baseline(job: dict[str, Any], settings: Settings, device: str) -> Evaluation:
+def _compile_baseline(job: dict[str, Any], settings: Settings, device: str) -> tuple[Evaluation, bool]:
+    """The baseline, and whether it may be cached: only when every run COMPILE_RUNS asks for was made (one
+    run cut short by the share stands for this run, and the next run without a time limit makes all)."""
     share_end = None
     if settings.deadline is not None:
         share_end = time.monotonic() + COMPILE_SHARE * max(0.0, settings.deadline - time.monotonic())
     limited = replace(settings, deadline=share_end)
+    wanted = COMPILE_RUNS.get(device, 1)
     runs: list[Evaluation] = []
     last_s = 0.0
-    while not runs or (
-        runs[-1].ok and len(runs) < COMPILE_RUNS.get(device, 1)
-    ):  # a failed run needs no second
+    while not runs or (runs[-1].ok and len(runs) < wanted):  # a failed run needs no second
         began = time.monotonic()
         if runs and share_end is not None and began + last_s > share_end:
             break  # another run as long as the last would not fit in the share: the runs so far stand
         runs.append(evaluate(job, "compile", limited))
         last_s = time.monotonic() - began
-    return fastest(runs)
+    made = [
+        ev for ev in runs if ev.reason != OUT_OF_TIME
+    ]  # a run the clock cut short says nothing of compile
+    complete = len(made) == len(runs) == wanted or (bool(made) and not made[-1].ok)
+    return fastest(made or runs), complete
 
 
 def fastest(runs: list[Evaluation]) -> Evaluation:
@@ -171,8 +176,8 @@ def check_operator(
         compiled = baselines.load(cache, spec_hash, "compile")
         if compiled is None:
             progress(f"{spec.name}: compiling and timing the torch.compile baseline (cached afterwards)")
-            compiled = _compile_baseline(job, settings, device)
-            if compiled.reason != OUT_OF_TIME:  # cut short by this run's --time, not the compiler's fault
+            compiled, complete = _compile_baseline(job, settings, device)
+            if complete:  # not when this run's --time cut it short: that is not the compiler's doing
                 baselines.store(cache, spec_hash, compiled)
 
     report = CheckReport(spec, fingerprint, reference, eager, compiled)

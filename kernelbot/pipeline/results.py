@@ -202,7 +202,8 @@ class ReviewResult:
             raise ValueError(
                 f"a review result of schema {data.get('schema_version')!r}, not {SCHEMA_VERSION}"
             )
-        device = {k: v for k, v in data["device"].items() if k != "key"}
+        known = {f.name for f in fields(Fingerprint)}
+        device = {k: v for k, v in data["device"].items() if k in known}
         return cls(
             repository=data["repository"],
             base=data["base"],

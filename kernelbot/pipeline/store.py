@@ -190,11 +190,14 @@ def optimize_run(
     )
     fp = check.fingerprint
     finished = datetime.now(UTC)
+    interrupted = result.stopped_by in ("SIGINT", "SIGTERM")  # what it found is kept, the run is not whole
     return RunRecord(
         repository=repository,
         trigger=trigger,
         head_sha=head,
         runner=fp.host,
+        status="failed" if interrupted else "completed",
+        error=f"stopped by {result.stopped_by}" if interrupted else None,
         started_at=finished - timedelta(seconds=wall_s or 0.0),
         finished_at=finished,
         fingerprint=fingerprint_record(fp),
