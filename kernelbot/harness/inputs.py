@@ -54,7 +54,7 @@ def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal tensors: the same layout, shape and storage (sparse matrices compared part by part)."""
     if a.layout != b.layout or a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return all(torch.equal(x, y) for x, y in zip(parts(a), parts(b), strict=True))
+    return all(x.dtype == y.dtype and torch.equal(x, y) for x, y in zip(parts(a), parts(b), strict=True))
 
 
 def clone(values: list[Any]) -> list[Any]:
