@@ -10,7 +10,8 @@ from kernelbot.config import load_config
 from kernelbot.errors import UsageError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness.results import speedup
-from kernelbot.pipeline.check import CheckReport, check_operator
+from kernelbot.pipeline.check import check_operator
+from kernelbot.pipeline.results import CheckReport
 from kernelbot.spec import resolve_operator
 
 

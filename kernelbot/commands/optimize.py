@@ -13,8 +13,9 @@ from kernelbot.config import load_config
 from kernelbot.errors import KernelbotError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness import stop
-from kernelbot.pipeline.optimize import OptimizeResult, optimize_operator
+from kernelbot.pipeline.optimize import optimize_operator
 from kernelbot.pipeline.optimizers import make_agent
+from kernelbot.pipeline.results import OptimizeResult
 from kernelbot.spec import resolve_operator
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,50 +13,12 @@ from kernelbot.errors import OperatorError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate
 from kernelbot.harness.protocol import HIDDEN_WORK
-from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
+from kernelbot.harness.results import Evaluation
 from kernelbot.pipeline import baselines
+from kernelbot.pipeline.results import CheckReport
 from kernelbot.spec import OperatorSpec
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class CheckReport:
-    spec: OperatorSpec
-    fingerprint: Fingerprint
-    reference: Evaluation  # the operator itself (its callable, or Model), checked and timed
-    eager: (
-        Evaluation  # eager PyTorch baseline (the reference; same object as `reference` for KernelBench form)
-    )
-    compiled: Evaluation | None  # torch.compile of the reference, None when skipped
-    candidate: Evaluation | None = None
-    candidate_path: str | None = None
-
-    @property
-    def reward(self) -> int | None:
-        return None if self.candidate is None else reward(self.candidate, self.eager, self.compiled)
-
-    def to_json(self) -> dict[str, Any]:
-        def timing(ev: Evaluation | None) -> dict[str, Any] | None:
-            return None if ev is None else {**ev.public(), "cached": ev.cached}
-
-        data: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION,
-            "operator": self.spec.name,
-            "path": self.spec.path,
-            "device": self.fingerprint.to_dict(),
-            "reference": timing(self.reference),
-            "baselines": {"eager": timing(self.eager), "compile": timing(self.compiled)},
-        }
-        if self.candidate is not None:
-            data["candidate"] = {
-                **self.candidate.public(),
-                "source_path": self.candidate_path,
-                "speedup_vs_eager": speedup(self.eager, self.candidate),
-                "speedup_vs_compile": speedup(self.compiled, self.candidate),
-                "reward": self.reward,
-            }
-        return data
 
 
 # Fresh sandboxes the torch.compile baseline is timed in, the fastest kept. On the H200 the same baseline came

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,10 +15,11 @@ from kernelbot.config import Config, PrecisionPolicy
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
 from kernelbot.harness.evaluate import OUT_OF_TIME, Handle, Settings, evaluate
-from kernelbot.harness.results import Evaluation, reward, speedup
+from kernelbot.harness.results import reward, speedup
 from kernelbot.pipeline import baselines
-from kernelbot.pipeline.check import CheckReport, check_operator, settings_for
+from kernelbot.pipeline.check import check_operator, settings_for
 from kernelbot.pipeline.measure import side_by_side
+from kernelbot.pipeline.results import CandidateResult, CheckReport, OptimizeResult
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec
 from kernelbot.stats import compare
@@ -95,80 +96,6 @@ def candidate_timeout(settings: Settings, eager_ms: float | None, origin: str) -
     limit = START_S + (COMPILE_S if "compile" in origin or "graph" in origin else 0.0)
     limit += 2 * settings.time_budget_s + WORK_FACTOR * calls * eager_ms / 1e3
     return min(settings.timeout_s, limit)
-
-
-@dataclass
-class CandidateResult:
-    origin: str  # rule id, model name or replay file
-    description: str
-    precision: str  # "exact", or the lower precision it uses (reported)
-    source: str  # the full candidate source
-    source_path: str  # where it was written
-    evaluation: Evaluation
-    reward: int
-    speedup_vs_eager: float | None
-    speedup_vs_compile: float | None
-    wall_s: float = 0.0  # its verification and timing, start to end
-    # its reward's evidence: timed in the same rounds as eager and torch.compile (confirm); None if not
-    side_by_side: dict[str, Any] | None = None
-    provisional_reward: int | None = None  # what the cached baselines said, where side by side did not run
-
-    @property
-    def suggested(self) -> bool:
-        return self.reward >= 2  # only candidates faster than eager (by >5%) are ever suggested
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "origin": self.origin,
-            "description": self.description,
-            "precision": self.precision,
-            "status": self.evaluation.status,
-            "reason": self.evaluation.reason,
-            "reward": self.reward,
-            "speedup_vs_eager": self.speedup_vs_eager,
-            "speedup_vs_compile": self.speedup_vs_compile,
-            "median_ms": self.evaluation.timing.median_ms if self.evaluation.timing else None,
-            "max_abs_err": self.evaluation.max_abs_err,
-            "fp64_ratio": self.evaluation.fp64_ratio,
-            "wall_s": round(self.wall_s, 2),
-            "side_by_side": self.side_by_side,
-            "provisional_reward": self.provisional_reward,
-            "source_path": self.source_path,
-        }
-
-
-@dataclass
-class OptimizeResult:
-    check: CheckReport  # the operator, eager and torch.compile baselines
-    agent: str
-    candidates: list[CandidateResult] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)  # rule id -> why it did not apply
-    facts: dict[str, Any] = field(default_factory=dict)
-    stopped_by: str = "exhausted"  # "exhausted" | "budget" | "time" | "SIGINT" | "SIGTERM"
-    phases_s: dict[str, float] = field(default_factory=dict)  # wall time of baselines and analysis
-    best_path: str | None = None  # the drop-in file written for the winner
-    transcript: list[Any] = field(default_factory=list)  # the agent's turns (history.TurnRecord)
-    agent_summary: dict[str, Any] = field(default_factory=dict)  # the agent's account: model, cost, stop
-
-    @property
-    def best(self) -> CandidateResult | None:
-        suggested = [c for c in self.candidates if c.suggested]
-        return max(suggested, key=lambda c: (c.reward, c.speedup_vs_eager or 0.0), default=None)
-
-    def to_json(self) -> dict[str, Any]:
-        best = self.best
-        return {
-            "operator": self.check.spec.name,
-            "agent": self.agent,
-            "device": self.check.fingerprint.to_dict(),
-            "baselines": self.check.to_json()["baselines"],
-            "stopped_by": self.stopped_by,
-            "wall_s": {k: round(v, 2) for k, v in self.phases_s.items()},
-            "candidates": [c.to_json() for c in self.candidates],
-            "skipped_rules": self.skipped,
-            "agent_summary": self.agent_summary,
-            "best": None if best is None else {**best.to_json(), "drop_in_path": self.best_path},
-        }
 
 
 def _worth_confirming(newest: CandidateResult, timed: list[CandidateResult]) -> bool:

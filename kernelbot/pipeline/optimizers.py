@@ -19,7 +19,8 @@ from kernelbot.agents.search import SearchAgent
 from kernelbot.config import Config
 from kernelbot.errors import UsageError
 from kernelbot.fingerprint import Fingerprint
-from kernelbot.pipeline.optimize import OptimizeResult, optimize_operator
+from kernelbot.pipeline.optimize import optimize_operator
+from kernelbot.pipeline.results import OptimizeResult
 from kernelbot.spec import OperatorSpec
 
 if TYPE_CHECKING:

@@ -1,6 +1,8 @@
-"""The review's results as one typed contract: what the pipeline returns, the JSON it writes (versioned),
-what the history stores as the run's report, and what the comment, the check run, the terminal table and
-`publish --run-id` render from. A stored report rebuilds to the same object (from_json)."""
+"""The pipeline's results as one typed contract: a check (CheckReport), each candidate and an optimization
+(CandidateResult, OptimizeResult), an operator's and a review's (OperatorResult, ReviewResult). What the
+pipeline returns, the JSON it writes (versioned), what the history stores as a run's report, and what the
+comment, the check run, the terminal tables and `publish --run-id` render from. A stored review report
+rebuilds to the same object (from_json)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,122 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kernelbot.fingerprint import Fingerprint
-from kernelbot.harness.results import SCHEMA_VERSION, Evaluation
-from kernelbot.pipeline.optimize import CandidateResult, OptimizeResult
+from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
 from kernelbot.render import render
+from kernelbot.spec import OperatorSpec
+
+
+@dataclass
+class CheckReport:
+    spec: OperatorSpec
+    fingerprint: Fingerprint
+    reference: Evaluation  # the operator itself (its callable, or Model), checked and timed
+    eager: (
+        Evaluation  # eager PyTorch baseline (the reference; same object as `reference` for KernelBench form)
+    )
+    compiled: Evaluation | None  # torch.compile of the reference, None when skipped
+    candidate: Evaluation | None = None
+    candidate_path: str | None = None
+
+    @property
+    def reward(self) -> int | None:
+        return None if self.candidate is None else reward(self.candidate, self.eager, self.compiled)
+
+    def to_json(self) -> dict[str, Any]:
+        def timing(ev: Evaluation | None) -> dict[str, Any] | None:
+            return None if ev is None else {**ev.public(), "cached": ev.cached}
+
+        data: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "operator": self.spec.name,
+            "path": self.spec.path,
+            "device": self.fingerprint.to_dict(),
+            "reference": timing(self.reference),
+            "baselines": {"eager": timing(self.eager), "compile": timing(self.compiled)},
+        }
+        if self.candidate is not None:
+            data["candidate"] = {
+                **self.candidate.public(),
+                "source_path": self.candidate_path,
+                "speedup_vs_eager": speedup(self.eager, self.candidate),
+                "speedup_vs_compile": speedup(self.compiled, self.candidate),
+                "reward": self.reward,
+            }
+        return data
+
+
+@dataclass
+class CandidateResult:
+    origin: str  # rule id, model name or replay file
+    description: str
+    precision: str  # "exact", or the lower precision it uses (reported)
+    source: str  # the full candidate source
+    source_path: str  # where it was written
+    evaluation: Evaluation
+    reward: int
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+    wall_s: float = 0.0  # its verification and timing, start to end
+    # its reward's evidence: timed in the same rounds as eager and torch.compile (confirm); None if not
+    side_by_side: dict[str, Any] | None = None
+    provisional_reward: int | None = None  # what the cached baselines said, where side by side did not run
+
+    @property
+    def suggested(self) -> bool:
+        return self.reward >= 2  # only candidates faster than eager (by >5%) are ever suggested
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "origin": self.origin,
+            "description": self.description,
+            "precision": self.precision,
+            "status": self.evaluation.status,
+            "reason": self.evaluation.reason,
+            "reward": self.reward,
+            "speedup_vs_eager": self.speedup_vs_eager,
+            "speedup_vs_compile": self.speedup_vs_compile,
+            "median_ms": self.evaluation.timing.median_ms if self.evaluation.timing else None,
+            "max_abs_err": self.evaluation.max_abs_err,
+            "fp64_ratio": self.evaluation.fp64_ratio,
+            "wall_s": round(self.wall_s, 2),
+            "side_by_side": self.side_by_side,
+            "provisional_reward": self.provisional_reward,
+            "source_path": self.source_path,
+        }
+
+
+@dataclass
+class OptimizeResult:
+    check: CheckReport  # the operator, eager and torch.compile baselines
+    agent: str
+    candidates: list[CandidateResult] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # rule id -> why it did not apply
+    facts: dict[str, Any] = field(default_factory=dict)
+    stopped_by: str = "exhausted"  # "exhausted" | "budget" | "time" | "SIGINT" | "SIGTERM"
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall time of baselines and analysis
+    best_path: str | None = None  # the drop-in file written for the winner
+    transcript: list[Any] = field(default_factory=list)  # the agent's turns (history.TurnRecord)
+    agent_summary: dict[str, Any] = field(default_factory=dict)  # the agent's account: model, cost, stop
+
+    @property
+    def best(self) -> CandidateResult | None:
+        suggested = [c for c in self.candidates if c.suggested]
+        return max(suggested, key=lambda c: (c.reward, c.speedup_vs_eager or 0.0), default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "operator": self.check.spec.name,
+            "agent": self.agent,
+            "device": self.check.fingerprint.to_dict(),
+            "baselines": self.check.to_json()["baselines"],
+            "stopped_by": self.stopped_by,
+            "wall_s": {k: round(v, 2) for k, v in self.phases_s.items()},
+            "candidates": [c.to_json() for c in self.candidates],
+            "skipped_rules": self.skipped,
+            "agent_summary": self.agent_summary,
+            "best": None if best is None else {**best.to_json(), "drop_in_path": self.best_path},
+        }
 
 
 def _evaluation(subject: str, data: dict[str, Any] | None) -> Evaluation | None:

@@ -23,8 +23,7 @@ from kernelbot.history import (
     Trigger,
     VerdictRecord,
 )
-from kernelbot.pipeline.optimize import OptimizeResult
-from kernelbot.pipeline.results import ReviewResult, Suggested
+from kernelbot.pipeline.results import OptimizeResult, ReviewResult, Suggested
 from kernelbot.spec import OperatorSpec
 
 
