@@ -192,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.render_only:
         run_set(args)
+    elif not (args.out / "history.db").exists():
+        raise SystemExit(
+            f"benchmarks.suite: no {args.out / 'history.db'}; run `table` without --render-only first"
+        )
     text = table(
         rows_from(stored_runs(args.out)), f"kernelbot optimize --agent search --time {args.time}: {args.set}"
     )
