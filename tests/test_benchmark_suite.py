@@ -95,7 +95,7 @@ def test_a_second_call_runs_only_what_the_database_does_not_hold(tmp_path: Path)
 def test_an_unknown_set_or_a_missing_database_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no problem set 'nope'"):
         suite.problems("nope")
-    with pytest.raises(SystemExit, match="history.db; run `table` without --render-only first"):
+    with pytest.raises(SystemExit, match=r"history\.db; run `table` without --render-only first"):
         suite.main(["table", "--out", str(tmp_path / "none"), "--render-only"])
 
 
