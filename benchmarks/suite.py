@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelbot.history import History, OperatorRecord, RunRecord
+from kernelbot.pipeline.results import suggested_best
 
 REPO = Path(__file__).resolve().parents[1]
 SETS = {  # name -> the problems' folder (NN_name.py files; *_new.py are candidates, not problems)
@@ -113,7 +114,7 @@ class Row:
     eager_ms: float | None
     compile_ms: float | None
     tried: int
-    best: str  # "rule, reward R" or why there is none
+    best: str  # the best candidate's rule, or why there is none
     reward: int | None
     vs_eager: float | None
     vs_compile: float | None
@@ -128,8 +129,7 @@ def rows_from(runs: list[RunRecord]) -> list[Row]:
     rows = []
     for name, (run, op) in sorted(latest.items()):
         medians = {m.side: m.median_ms for m in op.measurements}
-        suggested = [c for c in op.candidates if c.reward >= 2]
-        best = max(suggested, key=lambda c: (c.reward, c.speedup_vs_eager or 0.0), default=None)
+        best = suggested_best(op.candidates)
         wall = (run.finished_at - run.started_at).total_seconds() if run.finished_at else None
         why = run.error or ("no candidate with reward >= 2" if op.candidates else "no candidate ran")
         rows.append(

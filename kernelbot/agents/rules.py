@@ -30,13 +30,11 @@ class SparseMatch(_Strict):
     max_row_nnz_mean: float | None = None
     max_row_nnz_cv: float | None = None  # std / mean of the nonzeros per row: regular rows are low
     min_row_nnz_cv: float | None = None  # power-law rows are high
-    max_bandwidth_share: float | None = (
-        None  # banded: nonzeros within this share of the columns of the diagonal
-    )
+    # banded: every nonzero within this share of the columns of the diagonal
+    max_bandwidth_share: float | None = None
     min_diagonal_share: float | None = None
-    min_block_density_8: float | None = (
-        None  # block-sparse: the 8 x 8 blocks that hold nonzeros are this full
-    )
+    # block-sparse: the 8 x 8 blocks that hold nonzeros are at least this full
+    min_block_density_8: float | None = None
 
     def why_not(self, f: dict[str, Any] | None) -> str | None:
         if f is None:

@@ -22,17 +22,21 @@ def features(matrix: torch.Tensor) -> dict[str, Any]:
     bandwidth (largest |col - row| of a nonzero) and its share of the columns; the share of nonzeros on the
     main diagonal; for b in 4, 8, 16 the density of the b x b blocks that hold any nonzero."""
     csr = matrix.detach().to("cpu")
-    if csr.layout != torch.sparse_csr:
-        csr = csr.to_sparse_coo().to_sparse_csr() if csr.layout != torch.sparse_csc else csr.to_sparse_csr()
+    if csr.layout == torch.sparse_csc:
+        csr = csr.to_sparse_csr()
+    elif csr.layout != torch.sparse_csr:  # block layouts convert to CSR only through COO
+        csr = csr.to_sparse_coo().to_sparse_csr()
     rows, cols = int(csr.shape[-2]), int(csr.shape[-1])
     crow, col = csr.crow_indices().long(), csr.col_indices().long()
     nnz = int(col.numel())
-    per_row = (crow[1:] - crow[:-1]).double()
-    row_of = torch.repeat_interleave(torch.arange(rows), (crow[1:] - crow[:-1]))
+    counts = crow[1:] - crow[:-1]
+    per_row = counts.double()
+    row_of = torch.repeat_interleave(torch.arange(rows), counts)
     mean = float(per_row.mean()) if rows else 0.0
     std = float(per_row.std(unbiased=False)) if rows else 0.0
     skew = float(((per_row - mean) ** 3).mean() / std**3) if std > 0 else 0.0
     offset = (col - row_of).abs()
+    bandwidth = int(offset.max()) if nnz else 0
     out: dict[str, Any] = {
         "rows": rows,
         "cols": cols,
@@ -43,8 +47,8 @@ def features(matrix: torch.Tensor) -> dict[str, Any]:
         "row_nnz_max": int(per_row.max()) if rows else 0,
         "row_nnz_skew": round(skew, 4),
         "empty_row_share": float((per_row == 0).double().mean()) if rows else 0.0,
-        "bandwidth": int(offset.max()) if nnz else 0,
-        "bandwidth_share": (int(offset.max()) + 1) / cols if nnz and cols else 0.0,
+        "bandwidth": bandwidth,
+        "bandwidth_share": (bandwidth + 1) / cols if nnz and cols else 0.0,
         "diagonal_share": float((offset == 0).double().mean()) if nnz else 0.0,
     }
     for b in BLOCKS:

@@ -27,6 +27,10 @@ from kernelbot.harness.loader import Operator
 REWRITES = all_rewrites()  # found now, before the operator's (untrusted) files are imported
 
 
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
 def op_name(node: fx.Node, gm: fx.GraphModule) -> str | None:
     if node.op == "call_function":
         return getattr(node.target, "__name__", str(node.target)).lstrip("_").removesuffix("_")
@@ -130,7 +134,7 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
         try:
             facts["sparse"] = sparse.features(matrix)
         except (RuntimeError, ValueError) as exc:  # a batched matrix: no features, the other facts stand
-            facts["sparse_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            facts["sparse_error"] = _one_line(exc)
     model = op.reference
     facts["kernels"] = kernel_count(model, inputs)
     facts["gpu_busy"] = gpu_busy_share(model, inputs)
@@ -140,7 +144,7 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
         gm = fx.symbolic_trace(model)
         ShapeProp(gm).propagate(*inputs)
     except Exception as exc:  # dynamic control flow and friends: rules that need a graph will not match
-        facts["trace_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        facts["trace_error"] = _one_line(exc)
         return facts
     facts["traceable"] = True
     facts["ops"] = sorted({name for node in gm.graph.nodes if (name := op_name(node, gm))})

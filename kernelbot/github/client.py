@@ -22,22 +22,15 @@ from kernelbot.github.types import (
     suggestion_body,
 )
 
+# NOTE: nothing outside this module imports `github` (PyGithub; lint-imports checks it); the pipeline
+# hands it plain dataclasses and strings.
+
 COMMENT_LIMIT = 65_536  # characters in an issue comment, review body or review comment
-
-
 CHECK_TEXT_LIMIT = 65_535  # check-run output summary and text, each
-
-
 ANNOTATIONS_PER_REQUEST = 50
-
-
 ACTIONS_BOT = "github-actions[bot]"  # the login behind the workflow's GITHUB_TOKEN
-
-
 # Ranks of the permission endpoint's role names; "maintain" and "triage" only appear in role_name.
 PERMISSION_RANK = {"none": 0, "read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}
-
-
 T = TypeVar("T")
 
 

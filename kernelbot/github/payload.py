@@ -17,7 +17,7 @@ from kernelbot.github.gate import REACTIONS
 from kernelbot.github.types import Annotation, CheckRun, Suggestion
 from kernelbot.harness.results import Evaluation, Timing
 from kernelbot.history import RunRecord, Trigger
-from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
+from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested, suggested_best
 from kernelbot.pipeline.store import store_review
 from kernelbot.render import STICKY_MARKER
 
@@ -232,20 +232,9 @@ def review_from_record(run_id: int, record: RunRecord) -> ReviewResult:
             ev = Evaluation(m.side, m.status, m.reason, m.max_abs_err, m.max_rel_err, timing=timing)
             result.base, result.head = (ev, result.head) if m.side == "base" else (result.base, ev)
         if (v := op.verdict) is not None:
-            result.verdict, result.ratio, result.p_value, result.error = (
-                v.verdict,
-                v.ratio,
-                v.p_value,
-                v.error,
-            )
-            result.threshold = v.threshold or 0.0
-        # The suggestion, as OptimizeResult.best picks it: reward 2 or 3 only.
-        best = max(
-            (c for c in op.candidates if c.reward >= 2),
-            key=lambda c: (c.reward, c.speedup_vs_eager or 0),
-            default=None,
-        )
-        if best is not None:
+            result.verdict, result.ratio, result.p_value = v.verdict, v.ratio, v.p_value
+            result.error, result.threshold = v.error, v.threshold or 0.0
+        if (best := suggested_best(op.candidates)) is not None:
             result.best_candidate = Suggested.from_json(
                 {"origin": best.origin, "source": best.source, "reward": best.reward, "status": best.status,
                  "precision": (best.precision_note or "").removeprefix("uses ") or "exact",

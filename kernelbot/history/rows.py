@@ -41,17 +41,9 @@ from kernelbot.history.records import (
 )
 
 _FINGERPRINT = ("gpu", "driver", "cuda", "torch", "cupy", "kernelbot")
-
-
 _VERDICT = ("verdict", "ratio", "p_value", "threshold", "error")
-
-
 _CANDIDATE = tuple(f for f in CandidateRecord.__dataclass_fields__ if f != "measurement")
-
-
 _TURN = tuple(f for f in TurnRecord.__dataclass_fields__ if f != "candidate")
-
-
 _MEASUREMENT = tuple(f for f in MeasurementRecord.__dataclass_fields__ if f != "fingerprint")
 
 

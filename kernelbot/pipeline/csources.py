@@ -10,8 +10,6 @@ from collections.abc import Iterable
 from kernelbot.pipeline.sources import Side
 
 _C_TOKEN = re.compile(r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|\w+|\\\n|\n|\S""", re.S)
-
-
 _C_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 

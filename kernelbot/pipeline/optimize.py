@@ -162,16 +162,17 @@ def optimize_operator(
     policy: PrecisionPolicy = (
         spec.decl.precision if spec.decl and spec.decl.precision else None
     ) or config.precision
+    source = (root / spec.path).read_text()
     task = Task(
         spec,
         root,
         fingerprint.device,
-        (root / spec.path).read_text(),
+        source,
         policy,
         facts,
         budget,
-        settings,
-        check.compiled,
+        settings=settings,
+        compiled=check.compiled,
     )
     result = OptimizeResult(check, agent.name, facts=facts, phases_s=phases)
     feedback: list[Feedback] = []

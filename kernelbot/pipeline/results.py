@@ -7,13 +7,30 @@ rebuilds to the same object (from_json)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from kernelbot.errors import StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec
+
+
+class _Rewarded(Protocol):
+    reward: Any
+    speedup_vs_eager: float | None
+
+
+R = TypeVar("R", bound=_Rewarded)
+
+
+def suggested_best(candidates: Iterable[R]) -> R | None:
+    """The candidate a user is offered: reward 2 or 3 only (faster than eager by >5%), the highest reward,
+    then the fastest. One rule for live results, stored rows and benchmark tables."""
+    suggested = [c for c in candidates if c.reward >= 2]
+    return max(suggested, key=lambda c: (c.reward, c.speedup_vs_eager or 0.0), default=None)
 
 
 @dataclass
@@ -71,10 +88,6 @@ class CandidateResult:
     side_by_side: dict[str, Any] | None = None
     provisional_reward: int | None = None  # what the cached baselines said, where side by side did not run
 
-    @property
-    def suggested(self) -> bool:
-        return self.reward >= 2  # only candidates faster than eager (by >5%) are ever suggested
-
     def to_json(self) -> dict[str, Any]:
         return {
             "origin": self.origin,
@@ -110,8 +123,7 @@ class OptimizeResult:
 
     @property
     def best(self) -> CandidateResult | None:
-        suggested = [c for c in self.candidates if c.suggested]
-        return max(suggested, key=lambda c: (c.reward, c.speedup_vs_eager or 0.0), default=None)
+        return suggested_best(self.candidates)
 
     def to_json(self) -> dict[str, Any]:
         best = self.best
@@ -312,10 +324,13 @@ class ReviewResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ReviewResult:
-        """The review as to_json wrote it (schema 1): a stored run re-posts the comment it first posted."""
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(
-                f"a review result of schema {data.get('schema_version')!r}, not {SCHEMA_VERSION}"
+        """The review as to_json wrote it, in this or an earlier schema (what those lack stays at its default):
+        a stored run re-posts the comment it first posted."""
+        version = data.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:  # older ones rebuild with defaults
+            raise StorageError(
+                f"a review result of schema {version!r}, newer than this kernelbot's ({SCHEMA_VERSION}): "
+                "upgrade kernelbot to read it"
             )
         known = {f.name for f in fields(Fingerprint)}
         device = {k: v for k, v in data["device"].items() if k in known}

@@ -165,18 +165,39 @@ def _record(
         return None, f"{exc}; this run was saved to {save_unstored(data, fallback_dir, kind)} instead"
 
 
-def _repository(root: Path) -> tuple[str, str | None]:
+def _optimize_record(
+    root: Path,
+    fp: Fingerprint,
+    operator: OperatorRecord,
+    *,
+    trigger: Trigger = "local",
+    error: str | None = None,
+    wall_s: float | None = None,
+) -> RunRecord:
+    """An optimize-only run of one operator, in the checkout at `root` (failed when `error` says why)."""
     try:
-        return gitrepo.repository_name(root), gitrepo.resolve(root, "HEAD")
+        repository, head = gitrepo.repository_name(root), gitrepo.resolve(root, "HEAD")
     except GitError:  # a plain directory: no commit to name
-        return root.resolve().name, None
+        repository, head = root.resolve().name, None
+    finished = datetime.now(UTC)
+    return RunRecord(
+        repository=repository,
+        trigger=trigger,
+        head_sha=head,
+        runner=fp.host,
+        status="failed" if error else "completed",
+        error=error,
+        started_at=finished - timedelta(seconds=wall_s or 0.0),
+        finished_at=finished,
+        fingerprint=fingerprint_record(fp),
+        operators=[operator],
+    )
 
 
 def optimize_run(
     result: OptimizeResult, root: Path, *, trigger: Trigger = "local", wall_s: float | None = None
 ) -> RunRecord:
     """An optimize-only run: the operator's baselines, every candidate and the agent's turns."""
-    repository, head = _repository(root)
     check = result.check
     operator = OperatorRecord(
         name=check.spec.name,
@@ -187,21 +208,9 @@ def optimize_run(
         candidates=candidate_records(result),
         transcript=list(result.transcript),
     )
-    fp = check.fingerprint
-    finished = datetime.now(UTC)
     interrupted = result.stopped_by in ("SIGINT", "SIGTERM")  # what it found is kept, the run is not whole
-    return RunRecord(
-        repository=repository,
-        trigger=trigger,
-        head_sha=head,
-        runner=fp.host,
-        status="failed" if interrupted else "completed",
-        error=f"stopped by {result.stopped_by}" if interrupted else None,
-        started_at=finished - timedelta(seconds=wall_s or 0.0),
-        finished_at=finished,
-        fingerprint=fingerprint_record(fp),
-        operators=[operator],
-    )
+    error = f"stopped by {result.stopped_by}" if interrupted else None
+    return _optimize_record(root, check.fingerprint, operator, trigger=trigger, error=error, wall_s=wall_s)
 
 
 def store_optimize(
@@ -223,17 +232,6 @@ def store_failed_optimize(
 ) -> tuple[int | None, str | None]:
     """An optimize run that ended before any candidate (the operator failed, the time ran out): kept as a
     failed run naming the operator, so that a table of many runs shows it."""
-    repository, head = _repository(root)
     operator = OperatorRecord(spec.name, spec.path, spec.spec_hash(root), "unchanged")
-    record = RunRecord(
-        repository=repository,
-        trigger="local",
-        head_sha=head,
-        runner=fingerprint.host,
-        status="failed",
-        finished_at=datetime.now(UTC),
-        error=error,
-        fingerprint=fingerprint_record(fingerprint),
-        operators=[operator],
-    )
+    record = _optimize_record(root, fingerprint, operator, error=error)
     return _record(record, url, fallback_dir, "optimize", {"operator": spec.name, "error": error})
