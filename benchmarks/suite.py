@@ -32,6 +32,7 @@ SETS = {  # name -> the problems' folder (NN_name.py files; *_new.py are candida
     "problems": REPO / "benchmarks" / "problems",
 }
 Runner = Callable[[Path, Path, argparse.Namespace, int | None], float]
+clock = time.monotonic  # --stop-after's clock (a test's fake one)
 
 
 def problems(name: str, only: Sequence[str] = ()) -> list[Path]:
@@ -92,10 +93,15 @@ def run_set(args: argparse.Namespace, runner: Runner = run_optimize) -> list[str
     # Done: a completed run. A failed one (the operator broke, or a SIGTERM/SIGINT cut it) runs again.
     done = {op.name for run in stored_runs(out) if run.status == "completed" for op in run.operators}
     todo = [p for p in problems(args.set, args.only) if operator_name(p) not in done]
+    began = clock()
     gpus = list(range(args.gpus)) if args.device == "cuda" and args.gpus > 1 else [None]
     free = list(gpus)
 
-    def one(problem: Path) -> str:
+    def one(problem: Path) -> str | None:
+        # A problem that could not end before --stop-after (a device call's limit) waits for the next call.
+        if args.stop_after and clock() - began + args.time + 60 > args.stop_after:
+            print(f"{operator_name(problem)}: not started (--stop-after {args.stop_after} s)", flush=True)
+            return None
         gpu = free.pop()
         try:
             wall = runner(problem, out, args, gpu)
@@ -105,7 +111,7 @@ def run_set(args: argparse.Namespace, runner: Runner = run_optimize) -> list[str
         return operator_name(problem)
 
     with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
-        return list(pool.map(one, todo))
+        return [name for name in pool.map(one, todo) if name is not None]
 
 
 @dataclass
@@ -186,6 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--time", type=int, default=120, help="seconds per problem (kernelbot optimize --time)")
     t.add_argument("--gpus", type=int, default=1, help="problems run at once, one GPU each")
     t.add_argument("--only", nargs="*", default=[], help="problem file stems, e.g. 05_matmul_sum_cancel")
+    t.add_argument(
+        "--stop-after",
+        type=int,
+        default=0,
+        help="start no problem that could not end within this many seconds (the rest run next time)",
+    )
     t.add_argument(
         "--render-only", action="store_true", help="render the table from the database, run nothing"
     )

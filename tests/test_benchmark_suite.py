@@ -40,8 +40,10 @@ def _store(out: Path, runs: list[RunRecord]) -> None:
         history.close()
 
 
-def _args(out: Path, *only: str) -> argparse.Namespace:
-    return argparse.Namespace(set="realsize", device="cpu", out=out, time=30, gpus=1, only=list(only))
+def _args(out: Path, *only: str, stop_after: int = 0) -> argparse.Namespace:
+    return argparse.Namespace(
+        set="realsize", device="cpu", out=out, time=30, gpus=1, only=list(only), stop_after=stop_after
+    )
 
 
 def test_the_table_is_rendered_from_the_database_with_shares_and_the_geometric_mean(tmp_path: Path) -> None:
@@ -90,6 +92,29 @@ def test_a_second_call_runs_only_what_the_database_does_not_hold(tmp_path: Path)
         "benchmarks/realsize/05_matmul_sum_cancel"
     ]
     assert ran == ["01_gemm_4096", "05_matmul_sum_cancel", "05_matmul_sum_cancel"]
+
+
+def test_stop_after_starts_only_the_problems_that_can_end_in_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device call's limit: a problem of --time 30 (plus the 60 s margin) that took 35 s leaves too
+    little of 120 s for a second one, and 50 s is too little for any."""
+    ran: list[str] = []
+    clock = [1000.0]
+    monkeypatch.setattr(suite, "clock", lambda: clock[0])
+
+    def fake_optimize(problem: Path, out: Path, args: argparse.Namespace, gpu: int | None) -> float:
+        ran.append(problem.stem)
+        _store(out, [_run(problem.stem, 2.9, 3.0, [])])
+        clock[0] += 35.0
+        return 35.0
+
+    only = ("01_gemm_4096", "05_matmul_sum_cancel")
+    assert suite.run_set(_args(tmp_path, *only, stop_after=120), fake_optimize) == [
+        "benchmarks/realsize/01_gemm_4096"
+    ]
+    assert suite.run_set(_args(tmp_path, *only, stop_after=50), fake_optimize) == []
+    assert ran == ["01_gemm_4096"]
 
 
 def test_an_unknown_set_or_a_missing_database_is_one_line(tmp_path: Path) -> None:

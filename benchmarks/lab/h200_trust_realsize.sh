@@ -6,10 +6,14 @@
 #   bash benchmarks/lab/h200_trust_realsize.sh adversarial  # the adversarial and trust suites on CUDA
 #   bash benchmarks/lab/h200_trust_realsize.sh gputests     # the GPU tests written since the last device session
 #   bash benchmarks/lab/h200_trust_realsize.sh realsize   # `kernelbot optimize --time 120` over benchmarks/realsize/
+#   SUITE_DIR=benchmarks/results/DIR/suite bash benchmarks/lab/h200_trust_realsize.sh suite
+#       # `python -m benchmarks.suite table --set realsize` into SUITE_DIR (a tracked folder, so the next call
+#       # resumes from its history.db even on a fresh machine; ONLY= names problems); GPUTESTS_S=N first
+#       # runs every gpu-marked test for at most N seconds
 # STOP_S ends the stage's work that many seconds after it starts (default 540); a realsize call skips the
 # operators an earlier call on the same (still warm) machine finished. Results: $OUT/<stage>.tar.gz.
 set -u
-stage=${1:?trustgpu, gputests, adversarial or realsize}
+stage=${1:?trustgpu, gputests, adversarial, realsize or suite}
 : "${OUT:?set OUT to the folder for results}"
 start=$(date +%s)
 stop_at=$((start + ${STOP_S:-540}))
@@ -31,6 +35,16 @@ if [ "$stage" = trustgpu ]; then
 elif [ "$stage" = gputests ]; then  # the GPU tests written since the last device session
     timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider \
         tests/test_link.py tests/test_gpu_launch_bound.py >"$keep/$stage/pytest_gpu.log" 2>&1
+elif [ "$stage" = suite ]; then
+    : "${SUITE_DIR:?set SUITE_DIR to a results folder}"
+    if [ "${GPUTESTS_S:-0}" -gt 0 ]; then
+        timeout -k 5 "$GPUTESTS_S" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider \
+            --ignore=tests/test_gpu_llm_agent.py tests >"$keep/$stage/pytest_gpu.log" 2>&1
+    fi
+    # shellcheck disable=SC2086
+    python3 -m benchmarks.suite table --set realsize --device cuda --out "$SUITE_DIR" --time "${TIME_S:-120}" \
+        --stop-after "$(( $(left) - 20 ))" ${ONLY:+--only $ONLY} >"$keep/$stage/suite.log" 2>&1
+    mkdir -p "$OUT/suite" && cp -r "$SUITE_DIR"/. "$OUT/suite/"
 elif [ "$stage" = adversarial ]; then
     KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
         -m "not slow" -q -rA -p no:cacheprovider tests/test_adversarial.py tests/test_trust.py \
