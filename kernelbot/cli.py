@@ -15,7 +15,10 @@ from kernelbot.harness import stop
 from kernelbot.harness.jail import JailUnavailable
 
 # Each module in kernelbot.commands adds its own subcommand (one file per command).
-COMMANDS = ("check", "review", "optimize", "db", "report", "history", "ingest", "action", "publish", "export")
+COMMANDS = (
+    "check", "review", "optimize", "db", "report", "history", "ingest", "action", "publish", "export",
+    "plan", "merge",
+)  # fmt: skip
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import signal
 from pathlib import Path
 
 from kernelbot import console
 from kernelbot.commands.agent_args import add_llm_arguments, add_time_argument, agent_choice
 from kernelbot.config import load_config
+from kernelbot.errors import UsageError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.gitrepo import toplevel, work_dir
+from kernelbot.pipeline.detect import detect
 from kernelbot.pipeline.optimizers import check_endpoint, make_optimizer
 from kernelbot.pipeline.results import OperatorResult, ReviewResult
 from kernelbot.pipeline.review import run_review
+from kernelbot.pipeline.shards import Plan, ShardResult, parse_shard
 from kernelbot.pipeline.store import store_review
 
 
@@ -59,7 +64,39 @@ def register(sub: argparse._SubParsersAction) -> None:
         "wall-clock budget of the whole run, shared by every operator (default: harness.run_time_s, 540)",
     )
     add_llm_arguments(parser)
+    fleet = parser.add_argument_group("a shard of a fleet run (docs/scale.md)")
+    fleet.add_argument("--shard", metavar="K/N", help="review shard K of N: the plan's share, else every Nth")
+    fleet.add_argument("--plan", type=Path, help="the plan file `kernelbot plan` wrote (with --shard)")
+    fleet.add_argument("--operators", metavar="NAME,...", help="review only these operators")
+    fleet.add_argument(
+        "--artifact", type=Path, help="write this shard's typed results into DIR for `kernelbot merge`"
+    )
+    fleet.add_argument("--pr", type=int, help="the pull request this run is for (stored with the run)")
     parser.set_defaults(run=run)
+
+
+def _share(args: argparse.Namespace, repo: Path) -> tuple[tuple[str, ...], tuple[int, int] | None]:
+    """(the operators this run reviews, empty for all; (K, N) when it is a shard)."""
+    named = tuple(n.strip() for n in (args.operators or "").split(",") if n.strip())
+    if not args.shard:
+        if args.plan or args.artifact:
+            raise UsageError("--plan and --artifact go with --shard K/N")
+        return named, None
+    k, n = parse_shard(args.shard)
+    if args.plan is not None:
+        try:
+            plan = Plan.from_json(json.loads(args.plan.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"cannot read the plan {args.plan}: {type(exc).__name__}") from None
+        if plan.count != n:
+            raise UsageError(f"--shard {k}/{n}, but the plan has {plan.count} shards")
+        share = tuple(op.name for op in plan.shard(k))
+    else:  # no plan: every Nth changed operator by name, the same split in every job
+        names = [c.name for c in detect(repo, args.base, args.head)]
+        share = tuple(names[k - 1 :: n])
+    if named:
+        share = tuple(name for name in share if name in named)
+    return share or ("",), (k, n)  # ("",) matches nothing: an empty shard reviews nothing
 
 
 def _verdict(op: OperatorResult) -> str:
@@ -117,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     # The working tree's config picks the device and database; the gates (thresholds, precision, harness)
     # are the base revision's, whatever the head's config says (run_review), and operators are the head's.
     config = load_config(repo)
+    only, shard = _share(args, repo)
+    plan_repository = os.environ.get("GITHUB_REPOSITORY")
     fingerprint = collect(choose_device(args.device, config.device))
     optimizer = None
     args.agent = args.agent or config.agent.kind
@@ -134,11 +173,18 @@ def run(args: argparse.Namespace) -> int:
             all_operators=args.all_operators,
             optimizer=optimizer,
             time_s=args.time_s,
+            only=only,
             progress=step,
         )
+        if shard is not None and plan_repository:
+            review.repository = plan_repository
         step("storing the run in the history database")
         _, problem = store_review(
-            review, args.db or config.database, trigger="local", fallback_dir=work_dir(repo)
+            review,
+            args.db or config.database,
+            trigger="pull_request" if args.pr else "local",
+            pr_number=args.pr,
+            fallback_dir=work_dir(repo),
         )
     for warning in review.warnings + ([problem] if problem else []):
         console.err.print(f"[yellow]warning:[/yellow] {console.escape(warning)}")
@@ -146,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         args.out.write_text(review.markdown())
     console.write_json(review.to_json(), args.json)
+    if shard is not None and args.artifact is not None:
+        result = ShardResult(shard[0], shard[1], [n for n in only if n], review)
+        args.artifact.mkdir(parents=True, exist_ok=True)
+        (args.artifact / result.filename()).write_text(json.dumps(result.to_json(), indent=2, default=str))
     if review.interrupted is not None:  # stored and written: now end as the signal asked
         return 128 + signal.Signals[review.interrupted]
     if args.fail_on_regression and (review.regressions or review.broken_at_head):

@@ -161,11 +161,13 @@ def run_review(
     optimizer: Optimizer | None = None,
     time_s: float | None = None,
     optimize_only: tuple[str, ...] = (),
+    only: tuple[str, ...] = (),
     progress: Progress = lambda _: None,
 ) -> ReviewResult:
     """Detect and measure within `time_s` (default: the base's harness.run_time_s); storing and rendering
     are the caller's next steps (store first). `optimize_only`: the operators the agent works on (a
-    `/kernelbot optimize OP` command's list; empty: every added or modified one); only those share its time."""
+    `/kernelbot optimize OP` command's list; empty: every added or modified one); only those share its time.
+    `only`: the operators this run reviews (a fleet shard's share, `kernelbot plan`); empty: all of them."""
 
     def optimizable(target: Target) -> bool:
         return target.change in ("added", "modified") and (
@@ -183,6 +185,8 @@ def run_review(
         )
     progress(f"detecting changed operators {base_sha[:10]}..{head_sha[:10]}")
     targets = [Target.from_change(change) for change in detect(root, base_sha, head_sha)]
+    if only:
+        targets = [t for t in targets if t.spec.name in only]
     if not targets and not all_operators:
         review.wall_s = time.monotonic() - started
         return review
@@ -197,7 +201,11 @@ def run_review(
             progress(gate_note)
         targets = [_gated_target(target, head_cfg) for target in targets]
         if all_operators:
-            targets += _unchanged(targets, base_root, head_root, base_cfg, head_cfg)
+            targets += [
+                t
+                for t in _unchanged(targets, base_root, head_root, base_cfg, head_cfg)
+                if not only or t.spec.name in only
+            ]
             targets.sort(key=lambda t: t.spec.name)
         review.time_budget_s = time_s or head_cfg.harness.run_time_s
         deadline = started + review.time_budget_s
