@@ -1,4 +1,4 @@
-"""Where templates/, rules/ and storage/ are: inside the installed package, or beside it in a checkout.
+"""Where templates/, rules/, storage/ and policies/ are: inside the installed package, or beside it in a checkout.
 
 The repository keeps them as top-level folders; a wheel ships them as kernelbot/assets/<name> (pyproject's
 package-dir mapping). A checkout run with PYTHONPATH=. or an editable install reads the folders directly.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-NAMES = ("templates", "rules", "storage")
+NAMES = ("templates", "rules", "storage", "policies")
 
 
 def asset_dir(name: str) -> Path:

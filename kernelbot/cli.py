@@ -17,7 +17,7 @@ from kernelbot.harness.jail import JailUnavailable
 # Each module in kernelbot.commands adds its own subcommand (one file per command).
 COMMANDS = (
     "check", "review", "optimize", "db", "report", "history", "ingest", "action", "publish", "export",
-    "plan", "merge",
+    "plan", "merge", "train",
 )  # fmt: skip
 
 

@@ -95,6 +95,9 @@ class AgentSettings(_Strict):
     run_max_cost_usd: float | None = Field(default=None, ge=0)  # money per run, over all its operators
     budget: int = Field(default=8, ge=1)  # candidates per operator
     time_s: float = Field(default=900.0, gt=0)  # wall time per operator
+    # The search agent's learned rule order (docs/policy.md): a file `kernelbot train` wrote, relative to the
+    # repository root, or "default" for the one shipped with kernelbot; unset: the rules' fixed expected_gain.
+    policy: str | None = None
 
 
 class Thresholds(_Strict):

@@ -189,13 +189,13 @@ def test_migrations_up_down_and_match_the_models(url: str) -> None:
 
     assert history.upgrade(url, "0001") == (None, "0001")
     assert "agent_turns" not in tables() and "runs" in tables()
-    assert history.upgrade(url) == ("0001", "0003")
+    assert history.upgrade(url) == ("0001", "0004")
     assert "agent_turns" in tables()
     history.downgrade(url, "0001")
     assert "agent_turns" not in tables()
     history.downgrade(url, "base")
     assert tables() == set()
-    assert history.upgrade(url) == (None, "0003")
+    assert history.upgrade(url) == (None, "0004")
     # The models and the migrations describe the same schema (a model change needs a revision).
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
@@ -243,7 +243,7 @@ def test_rows_written_at_0001_survive_the_upgrade(url: str) -> None:
     engine.dispose()
     with pytest.raises(StorageError, match="0001"):
         History.open(url)
-    assert db_command.upgrade(url) == "history database upgraded from schema revision 0001 to 0003"
+    assert db_command.upgrade(url) == "history database upgraded from schema revision 0001 to 0004"
     store = History.open(url)
     run = store.get_run(1)
     assert run.repository == "acme/old" and run.head_sha == "abc" and run.started_at == T0
@@ -265,14 +265,14 @@ def test_explicit_url_at_older_schema_names_the_fix(url: str) -> None:
     db_command.register(parser.add_subparsers())
     args = parser.parse_args(["db", "upgrade", "--db", url])
     assert args.run(args) == 0
-    assert "0003 (up to date)" in db_command.current(url)
+    assert "0004 (up to date)" in db_command.current(url)
     History.open(url).close()
 
 
 def test_empty_database_gets_the_current_schema(url: str) -> None:
     assert "none" in db_command.current(url)
     History.open(url).close()
-    assert "0003 (up to date)" in db_command.current(url)
+    assert "0004 (up to date)" in db_command.current(url)
 
 
 def test_newer_schema_than_known_is_refused(tmp_path: Path) -> None:
@@ -293,7 +293,7 @@ def test_default_database_is_embedded_sqlite_that_upgrades_itself(
     path = tmp_path / "data" / "kernelbot" / "history.db"
     history.upgrade(f"sqlite:///{path}", "0001")  # an older kernelbot left it at 0001
     store = History.open()
-    assert history.schema_status(None) == ("0003", "0003")
+    assert history.schema_status(None) == ("0004", "0004")
     store.record_run(sample_run())
     engine = sa.create_engine(f"sqlite:///{path}")
     with engine.connect() as conn:

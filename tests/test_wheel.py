@@ -45,7 +45,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_the_wheel_holds_every_template_rule_and_migration(venv: tuple[Path, Path]) -> None:
     names = set(zipfile.ZipFile(venv[1]).namelist())
-    for folder in ("templates", "rules", "storage"):
+    for folder in ("templates", "rules", "storage", "policies"):
         for path in (ROOT / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts:
                 assert f"kernelbot/assets/{path.relative_to(ROOT).as_posix()}" in names, path

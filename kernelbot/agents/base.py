@@ -61,6 +61,7 @@ class Task:
     # torch.compile baseline when it was measured: handed down so that agents never reach up into the pipeline.
     settings: Settings = field(default_factory=Settings)
     compiled: Evaluation | None = None
+    deadline: float | None = None  # time.monotonic() when the operator's time ends (for the learned order)
 
 
 @dataclass

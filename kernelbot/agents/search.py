@@ -3,10 +3,12 @@ then stack the rules that wrap any model (compile modes, TF32, cuDNN autotuning)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from kernelbot.agents.base import AgentBase, Feedback, Precision, Proposal, Task, allowed_precisions
+from kernelbot.agents.policy import Policy
 from kernelbot.agents.rules import Rule
 from kernelbot.config import PrecisionPolicy
 from kernelbot.render import render
@@ -15,22 +17,45 @@ from kernelbot.render import render
 class SearchAgent(AgentBase):
     name = "search"
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    def __init__(self, rules: Sequence[Rule], policy: Policy | None = None) -> None:
         super().__init__()
         self.rules = list(rules)
+        self.policy = policy  # a learned order (agents/policy.py); None: the rules' expected_gain
+        self.order: list[dict[str, Any]] = []  # the policy's estimates, in the order tried (for the summary)
         self._queue: list[Proposal] | None = None
         self._matched: list[Rule] = []  # rules whose own candidate was built, best expected gain first
         self._stacked = False
 
+    def ranked(self, task: Task, matching: list[Rule]) -> list[Rule]:
+        """The matching rules in the policy's order (expected gain per second under the budget left, with
+        its exploration share), or by their expected_gain without a policy."""
+        if self.policy is None:
+            return matching
+        left = None if task.deadline is None else task.deadline - time.monotonic()
+        facts = {**task.facts, "device": task.device}
+        ordered = self.policy.order(matching, facts, time_left_s=left, candidates_left=task.budget)
+        self.order = [
+            {"rule": e.rule, "p_win": round(e.p_win, 3), "speedup": round(e.speedup, 3),
+             "cost_s": round(e.cost_s, 1), "rows": e.n}
+            for _, e in ordered
+        ]  # fmt: skip
+        return [rule for rule, _ in ordered]
+
+    def summary(self) -> dict[str, Any]:
+        return {"policy_order": self.order} if self.order else {}
+
     def plan(self, task: Task) -> list[Proposal]:
-        """Every candidate the matching rules produce, ordered by the rules' expected gain."""
+        """Every candidate the matching rules produce, in the policy's order (else by expected gain)."""
         proposals = []
         policy = task.policy.model_dump()
+        matching = []
         for rule in sorted(self.rules, key=lambda r: -r.expected_gain):
             why = rule.matches(task.facts, task.device, task.spec.kind, policy)
             if why is not None:
                 self.skipped[rule.id] = why
                 continue
+            matching.append(rule)
+        for rule in self.ranked(task, matching):
             source = self.build(rule, task)
             if source is None:
                 continue

@@ -19,6 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "trajectories", help="one JSON line per optimization task: operator, turns, final candidate, rewards"
     )
     traj.add_argument("--out", type=Path, required=True, help="the .jsonl file to write")
+    traj.add_argument(
+        "--agent",
+        choices=["llm", "search"],
+        default="llm",
+        help="llm: the model agent's transcripts (default); search: the search agent's rules in order",
+    )
     traj.add_argument("--since", help="only runs started on or after this date (YYYY-MM-DD or ISO 8601, UTC)")
     traj.add_argument(
         "--min-reward",
@@ -44,7 +50,7 @@ def parse_since(text: str) -> datetime:
 def run(args: argparse.Namespace) -> int:
     since = parse_since(args.since) if args.since else None
     url = args.db or load_config(args.repo.resolve()).database
-    stats = export_trajectories(url, args.out, since=since, min_reward=args.min_reward)
+    stats = export_trajectories(url, args.out, since=since, min_reward=args.min_reward, agent=args.agent)
     skipped = f", {stats.below_reward} below reward {args.min_reward}" if stats.below_reward else ""
     console.err.print(f"wrote {stats.written} trajectories from {stats.runs} run(s) to {args.out}{skipped}")
     return 0

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     fingerprint = collect(choose_device(args.device, config.device))
     args.agent = args.agent or (config.agent.kind if config.agent.kind != "none" else "search")
     agent, rewrites = make_agent(
-        agent_choice(args, args.agent), config, fingerprint, args.out / "agent", time_s=args.time_s
+        agent_choice(args, args.agent), config, fingerprint, args.out / "agent", time_s=args.time_s, root=repo
     )
     try:
         with console.progress() as step:

@@ -149,6 +149,8 @@ class Verdict(Base):
     p_value: Mapped[float | None] = mapped_column(Float)
     threshold: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None] = mapped_column(Text)
+    # What the operator's analysis found (ops, modules, shapes, timings), for the learned search policy.
+    facts: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # revision 0004
 
 
 class Candidate(Base):
@@ -168,6 +170,7 @@ class Candidate(Base):
     speedup_vs_eager: Mapped[float | None] = mapped_column(Float)
     speedup_vs_compile: Mapped[float | None] = mapped_column(Float)
     precision_note: Mapped[str | None] = mapped_column(Text)  # revision 0002
+    wall_s: Mapped[float | None] = mapped_column(Float)  # its evaluation, start to end (revision 0004)
 
 
 class Measurement(Base):

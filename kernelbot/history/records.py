@@ -88,6 +88,7 @@ class CandidateRecord:
     speedup_vs_compile: float | None = None
     precision_note: str | None = None  # e.g. "uses TF32 matmul"; None when precision is unchanged
     measurement: MeasurementRecord | None = None  # its evaluation (side "candidate")
+    wall_s: float | None = None  # seconds its verification and timing took (None: stored before 0004)
 
     @property
     def source_sha256(self) -> str:
@@ -120,6 +121,7 @@ class OperatorRecord:
     verdict: VerdictRecord | None = None  # None: not judged (optimize-only runs)
     candidates: list[CandidateRecord] = field(default_factory=list)
     transcript: list[TurnRecord] = field(default_factory=list)  # the agent's turns
+    facts: dict[str, Any] | None = None  # what the analysis found (for the learned policy); None: nothing
 
 
 @dataclass

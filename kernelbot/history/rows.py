@@ -126,7 +126,14 @@ def write_operators(session: Session, run: Run, operators: list[OperatorRecord])
         base_id = op_ids[(op.name, op.base_spec_hash)] if op.base_spec_hash is not None else None
         verdict = fields_of(op.verdict, _VERDICT) if op.verdict else {}
         session.add(
-            Verdict(run_id=run.id, operator_id=head_id, base_operator_id=base_id, change=op.change, **verdict)
+            Verdict(
+                run_id=run.id,
+                operator_id=head_id,
+                base_operator_id=base_id,
+                change=op.change,
+                facts=op.facts,
+                **verdict,
+            )
         )
         for m in op.measurements:
             if m.side == "base":
@@ -183,7 +190,9 @@ def read_run(session: Session, run_id: int) -> RunRecord:
         op = ops[v.operator_id]
         verdict = VerdictRecord(**fields_of(v, _VERDICT)) if v.verdict is not None else None
         base_hash = ops[v.base_operator_id].spec_hash if v.base_operator_id else None
-        record = OperatorRecord(op.name, op.path, op.spec_hash, v.change, base_hash, verdict=verdict)
+        record = OperatorRecord(
+            op.name, op.path, op.spec_hash, v.change, base_hash, verdict=verdict, facts=v.facts
+        )
         by_op[v.operator_id] = by_op[v.base_operator_id or v.operator_id] = record
     by_candidate: dict[int, CandidateRecord] = {}
     position: dict[int, int] = {}

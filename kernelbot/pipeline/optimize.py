@@ -159,6 +159,10 @@ def optimize_operator(
     phases["analysis"] = time.monotonic() - started - phases["baselines"]
     eager_ms = check.eager.timing.median_ms if check.eager.timing else None
     facts["eager_ms"] = eager_ms
+    # The learned search policy (agents/policy.py) reads these too: how much torch.compile already won, where.
+    compiled = check.compiled
+    facts["compile_ms"] = compiled.timing.median_ms if compiled is not None and compiled.timing else None
+    facts["gpu"] = fingerprint.gpu or "cpu"
     policy: PrecisionPolicy = (
         spec.decl.precision if spec.decl and spec.decl.precision else None
     ) or config.precision
@@ -173,6 +177,7 @@ def optimize_operator(
         budget,
         settings=settings,
         compiled=check.compiled,
+        deadline=deadline,
     )
     result = OptimizeResult(check, agent.name, facts=facts, phases_s=phases)
     feedback: list[Feedback] = []

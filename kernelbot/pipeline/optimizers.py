@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kernelbot.agents.base import Agent, ReplayAgent
+from kernelbot.agents.policy import Policy, load_policy
 from kernelbot.agents.rules import Rule, load_rules, rewrites_for
 from kernelbot.agents.search import SearchAgent
+from kernelbot.assets import asset_dir
 from kernelbot.config import Config
 from kernelbot.errors import UsageError
 from kernelbot.fingerprint import Fingerprint
@@ -63,6 +65,19 @@ def check_endpoint(choice: AgentChoice, config: Config, env: Mapping[str, str] |
         litellm_module()
 
 
+def policy_path(config: Config, root: Path) -> Path | None:
+    """The learned search order the config names: "default" is the shipped one, else a file under `root`."""
+    name = config.agent.policy
+    if name is None:
+        return None
+    return asset_dir("policies") / "default.json" if name == "default" else root / name
+
+
+def search_policy(config: Config, root: Path, rules: list[Rule]) -> Policy | None:
+    """The config's policy, or None (the fixed order; a missing or stale file says so in one log line)."""
+    return load_policy(policy_path(config, root), rules)
+
+
 def make_agent(
     choice: AgentChoice,
     config: Config,
@@ -72,13 +87,17 @@ def make_agent(
     time_s: float | None = None,
     run_budget: RunBudget | None = None,
     rules: list[Rule] | None = None,
+    root: Path = Path("."),
+    policy: Policy | Literal["config"] | None = "config",
 ) -> tuple[Agent, list[str]]:
-    """The agent, and the fx rewrites the operator's analysis should try for it (`rules`: already loaded)."""
+    """The agent, and the fx rewrites the operator's analysis should try for it (`rules`: already loaded;
+    `policy`: already loaded (None: the fixed order), or "config": read from agent.policy under `root`)."""
     if choice.kind == "replay":
         return ReplayAgent(list(choice.candidates)), []
     rules = load_rules() if rules is None else rules
     if choice.kind == "search":
-        return SearchAgent(rules), rewrites_for(rules)
+        learned = search_policy(config, root, rules) if policy == "config" else policy
+        return SearchAgent(rules, learned), rewrites_for(rules)
     from kernelbot.agents.endpoint import endpoint_from, limits_from
     from kernelbot.agents.llm import LLMAgent
 
@@ -109,14 +128,29 @@ def make_optimizer(choice: AgentChoice, fingerprint: Fingerprint, out_dir: Path)
 
     run_budget: RunBudget | None = None
     rules = load_rules() if choice.kind != "replay" else []
+    policies: dict[Path | None, Policy | None] = {}  # read once per run (one log line when it falls back)
 
     def optimizer(spec: OperatorSpec, root: Path, config: Config, time_s: float) -> OptimizeResult:
         nonlocal run_budget
         if run_budget is None:
             run_budget = RunBudget(max_cost_usd=config.agent.run_max_cost_usd)
         work = out_dir / "agent" / spec.name.replace("/", "_")
+        policy: Policy | None = None
+        if choice.kind == "search":
+            where = policy_path(config, root)
+            if where not in policies:
+                policies[where] = load_policy(where, rules)
+            policy = policies[where]
         agent, rewrites = make_agent(
-            choice, config, fingerprint, work, time_s=time_s, run_budget=run_budget, rules=rules
+            choice,
+            config,
+            fingerprint,
+            work,
+            time_s=time_s,
+            run_budget=run_budget,
+            rules=rules,
+            root=root,
+            policy=policy,
         )
         return optimize_operator(
             spec,

@@ -58,9 +58,24 @@ def candidate_records(result: OptimizeResult) -> list[CandidateRecord]:
             speedup_vs_compile=c.speedup_vs_compile,
             precision_note=None if c.precision == "exact" else f"uses {c.precision}",
             measurement=MeasurementRecord.from_evaluation("candidate", c.evaluation),
+            wall_s=round(c.wall_s, 3),
         )
         for c in result.candidates
     ]
+
+
+def stored_facts(result: OptimizeResult) -> dict[str, Any]:
+    """The analysis facts the learned search policy trains on (agents/policy.py): the rewrites' generated
+    code is left out (it is in the candidates' sources); whether each rewrite applied is kept."""
+    facts = dict(result.facts)
+    if isinstance(facts.get("rewrites"), dict):
+        facts["rewrites"] = {
+            name: {"applied": bool(r.get("applied"))}
+            for name, r in facts["rewrites"].items()
+            if isinstance(r, dict)
+        }
+    facts.pop("epilogue", None)  # its op list is pointwise_tail; the rest is code
+    return facts
 
 
 def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None = None) -> RunRecord:
@@ -81,10 +96,12 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
         change = cast(Any, op.change)
         candidates = []
         transcript: list[Any] = []
+        facts = None
         if op.optimization is not None:
             measurements += optimization_measurements(op.optimization)
             candidates = candidate_records(op.optimization)
             transcript = list(op.optimization.transcript)
+            facts = stored_facts(op.optimization)
         elif op.best_candidate:  # a run rebuilt from a payload: only the suggested candidate travelled
             candidates = [_suggested_record(op.best_candidate)]
         operators.append(
@@ -98,6 +115,7 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
                 verdict,
                 candidates,
                 transcript,
+                facts,
             )
         )
     return RunRecord(
@@ -207,6 +225,7 @@ def optimize_run(
         measurements=optimization_measurements(result),
         candidates=candidate_records(result),
         transcript=list(result.transcript),
+        facts=stored_facts(result),
     )
     interrupted = result.stopped_by in ("SIGINT", "SIGTERM")  # what it found is kept, the run is not whole
     error = f"stopped by {result.stopped_by}" if interrupted else None

@@ -1,4 +1,6 @@
-"""Training data from the history: one JSON line per optimization task (operator, turns, final candidate)."""
+"""Training data from the history: one JSON line per optimization task (operator, turns, final candidate),
+for the model agent's runs (`--agent llm`: their transcripts) or the search agent's (`--agent search`: the
+rules tried in order, each with its reward and seconds, and the operator's facts)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,10 @@ import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kernelbot.history import CandidateRecord, History, OperatorRecord, RunRecord, TurnRecord
+from kernelbot.history.outcomes import runs_with_search
 from kernelbot.history.queries import runs_with_transcripts
 
 FORMAT = "kernelbot.trajectory"
@@ -57,6 +60,7 @@ def _candidate(index: int, c: CandidateRecord) -> dict[str, Any]:
         "median_ms": m.median_ms if m else None,
         "max_abs_err": m.max_abs_err if m else None,
         "reason": m.reason if m else "",
+        "wall_s": c.wall_s,
         "source_sha256": c.source_sha256,
         "source": c.source,
     }
@@ -73,7 +77,7 @@ def final_candidate(candidates: list[CandidateRecord]) -> tuple[int, CandidateRe
     return ranked[-1]
 
 
-def trajectory(run_id: int, run: RunRecord, op: OperatorRecord) -> dict[str, Any]:
+def trajectory(run_id: int, run: RunRecord, op: OperatorRecord, agent: str = "llm") -> dict[str, Any]:
     task = next((t.tool_result for t in op.transcript if isinstance(t.tool_result, dict) and
                  t.tool_result.get("kind") == "task"), None) or {}  # fmt: skip
     final = final_candidate(op.candidates)
@@ -81,6 +85,7 @@ def trajectory(run_id: int, run: RunRecord, op: OperatorRecord) -> dict[str, Any
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
+        "agent": agent,  # "llm" (messages and turns) or "search" (rules in order, no messages)
         "run_id": run_id,
         "repository": run.repository,
         "trigger": run.trigger,
@@ -93,9 +98,9 @@ def trajectory(run_id: int, run: RunRecord, op: OperatorRecord) -> dict[str, Any
             "name": op.name,
             "path": op.path,
             "spec_hash": op.spec_hash,
-            "device": task.get("device"),
+            "device": task.get("device") or (fp.extra.get("device") if fp else None),
             "source": task.get("source"),
-            "facts": task.get("facts", {}),
+            "facts": task.get("facts") or op.facts or {},
         },
         "messages": messages(op.transcript),
         "turns": [asdict(t) for t in op.transcript],
@@ -114,23 +119,31 @@ def trajectory(run_id: int, run: RunRecord, op: OperatorRecord) -> dict[str, Any
 
 
 def export_trajectories(
-    url: str | None, out: Path, *, since: datetime | None = None, min_reward: int | None = None
+    url: str | None,
+    out: Path,
+    *,
+    since: datetime | None = None,
+    min_reward: int | None = None,
+    agent: Literal["llm", "search"] = "llm",
 ) -> ExportStats:
-    """Write every stored agent transcript (one line per run and operator) to `out` as JSON Lines."""
+    """Write every stored task of one agent (one line per run and operator) to `out` as JSON Lines: the model
+    agent's transcripts, or the search agent's runs (candidates and no transcript)."""
     stats = ExportStats()
     history = History.open(url, read_only=True)
     try:
-        run_ids = runs_with_transcripts(history, since)
+        run_ids = (
+            runs_with_transcripts(history, since) if agent == "llm" else runs_with_search(history, since)
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w") as fh:
             for run_id in run_ids:
                 run = history.get_run(run_id)
                 stats.runs += 1
                 for op in run.operators:
-                    if not op.transcript:
+                    if not (op.transcript if agent == "llm" else op.candidates and not op.transcript):
                         continue
                     stats.tasks += 1
-                    line = trajectory(run_id, run, op)
+                    line = trajectory(run_id, run, op, agent)
                     if min_reward is not None and line["reward"] < min_reward:
                         stats.below_reward += 1
                         continue

@@ -1,0 +1,340 @@
+"""The learned search policy (agents/policy.py, agents/learning.py): trained from a real history database,
+saved and loaded, used by the search agent, falling back to the fixed order in one line; search trajectories."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from kernelbot.agents import policy as policy_module
+from kernelbot.agents.base import Task
+from kernelbot.agents.learning import BUDGET, _trees, evaluate, fit, fixed_order
+from kernelbot.agents.policy import EXPLORE_EVERY, Policy, RuleStats, Vocabulary, load_policy
+from kernelbot.agents.rules import Rule, load_rules
+from kernelbot.agents.search import SearchAgent
+from kernelbot.assets import asset_dir
+from kernelbot.cli import main
+from kernelbot.config import Config, PrecisionPolicy
+from kernelbot.history import CandidateRecord, FingerprintRecord, History, OperatorRecord, RunRecord
+from kernelbot.pipeline.optimizers import search_policy
+from kernelbot.reports.export import export_trajectories
+from kernelbot.reports.training import training_rows
+from kernelbot.spec import kernelbench_spec
+
+# The fixed order (expected_gain) tries tf32-matmul, cuda-graph-capture, compile-reduce-overhead, then
+# compile-max-autotune; in the synthetic history the third wins on launch-bound operators, the last on the rest.
+RULES = ("tf32-matmul", "cuda-graph-capture", "compile-reduce-overhead", "compile-max-autotune")
+LAUNCH_BOUND_WINNER, LARGE_WINNER = "compile-reduce-overhead", "compile-max-autotune"
+COST_S = {"compile-max-autotune": 60.0, "compile-reduce-overhead": 12.0}
+
+
+def _facts(launch_bound: bool, jitter: float) -> dict[str, object]:
+    eager = 0.05 * (1 + jitter) if launch_bound else 40.0 * (1 + jitter)
+    return {
+        "traceable": True,
+        "ops": ["linear", "relu"] if launch_bound else ["conv2d", "relu"],
+        "modules": ["Linear"] if launch_bound else ["Conv2d"],
+        "input_dtypes": ["torch.float32"],
+        "input_shapes": [[8, 64]] if launch_bound else [[64, 3, 224, 224]],
+        "eager_ms": eager,
+        "compile_ms": eager * 0.9,
+        "kernels": 30 if launch_bound else 3,
+        "gpu_busy": 0.1 if launch_bound else 0.95,
+        "gpu": "NVIDIA H200",
+    }
+
+
+def _write_history(url: str, operators: int = 40, seed: int = 0) -> None:
+    """One optimize run per operator; half are launch-bound. Every rule is tried, the feature's winner wins."""
+    rng = random.Random(seed)
+    history = History.open(url)
+    try:
+        for i in range(operators):
+            launch_bound = i % 2 == 0
+            winner = LAUNCH_BOUND_WINNER if launch_bound else LARGE_WINNER
+            candidates = []
+            for rule in RULES:
+                won = rule == winner
+                candidates.append(
+                    CandidateRecord(
+                        source=f"# {rule} for op {i}\n",
+                        origin=rule,
+                        status="ok" if rng.random() > 0.1 or won else "incorrect",
+                        reward=3 if won else 1,
+                        speedup_vs_eager=(2.0 if won else 0.9) * (1 + 0.05 * rng.random()),
+                        wall_s=COST_S.get(rule, 8.0) * (1 + 0.2 * rng.random()),
+                    )
+                )
+            op = OperatorRecord(
+                name=f"ops/op{i}",
+                path=f"ops/op{i}.py",
+                spec_hash=f"{i:064x}",
+                change="unchanged",
+                candidates=candidates,
+                facts=_facts(launch_bound, rng.random() * 0.5),
+            )
+            history.record_run(
+                RunRecord(
+                    repository="acme/ops",
+                    trigger="local",
+                    head_sha=None,
+                    fingerprint=FingerprintRecord(gpu="NVIDIA H200"),
+                    operators=[op],
+                )
+            )
+    finally:
+        history.close()
+
+
+@pytest.fixture(scope="module")
+def rules() -> list[Rule]:
+    return load_rules()
+
+
+@pytest.fixture(scope="module")
+def history_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = str(tmp_path_factory.mktemp("policy") / "history.db")
+    _write_history(url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def trained(history_url: str, rules: list[Rule]) -> Policy:
+    return fit(training_rows([history_url]), rules)
+
+
+def _by_id(rules: list[Rule], ids: tuple[str, ...] = RULES) -> list[Rule]:
+    found = {r.id: r for r in rules}
+    return [found[i] for i in ids]
+
+
+def test_the_history_keeps_what_training_needs(history_url: str) -> None:
+    rows = training_rows([history_url])
+    assert len(rows) == 40 * len(RULES)
+    first = rows[0]
+    assert first.facts["eager_ms"] == pytest.approx(_facts(True, 0)["eager_ms"], rel=0.6)  # type: ignore[arg-type]
+    assert first.facts["gpu"] == "NVIDIA H200" and first.facts["ops"] == ["linear", "relu"]
+    assert all(r.wall_s is not None and r.wall_s > 0 for r in rows)
+    assert {r.episode for r in rows} == {f"0:{i + 1}:ops/op{i}" for i in range(40)}
+
+
+def test_training_puts_the_rule_that_wins_on_a_feature_first(trained: Policy, rules: list[Rule]) -> None:
+    present = _by_id(rules)
+    fixed = fixed_order(present)
+    assert fixed[0] not in (LAUNCH_BOUND_WINNER, LARGE_WINNER)  # the test means something
+    assert trained.win is not None and trained.cost is not None  # enough rows for the trees
+    small = [r.id for r, _ in trained.order(present, _facts(True, 0.2))]
+    large = [r.id for r, _ in trained.order(present, _facts(False, 0.2))]
+    assert small[0] == LAUNCH_BOUND_WINNER
+    assert large[0] == LARGE_WINNER
+    small_est = trained.estimate(LAUNCH_BOUND_WINNER, _facts(True, 0.2))
+    assert small_est.p_win > 0.8 and small_est.speedup > 1.8
+    assert trained.estimate(LAUNCH_BOUND_WINNER, _facts(False, 0.2)).p_win < 0.2
+    assert trained.estimate(LARGE_WINNER, _facts(False, 0.2)).cost_s == pytest.approx(66, rel=0.2)
+
+
+def test_the_dumped_trees_are_the_fitted_model(rules: list[Rule]) -> None:
+    from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+
+    rng = random.Random(1)
+    X = [[rng.random() * 4, rng.random(), float(rng.random() > 0.5)] for _ in range(200)]
+    y = [int(a > 2 and c > 0) for a, _, c in X]
+    clf = GradientBoostingClassifier(n_estimators=20, max_depth=3, random_state=0).fit(X, y)
+    reg = GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0).fit(
+        X, [a * 3 + b for a, b, _ in X]
+    )
+    import numpy as np
+
+    Xa = np.asarray(X)
+    for model, want in ((clf, clf.decision_function(Xa)), (reg, reg.predict(Xa))):
+        trees = _trees(model, Xa)
+        got = [trees.raw(x) for x in X]
+        assert max(abs(g - w) for g, w in zip(got, want, strict=True)) < 1e-6
+
+
+def test_the_policy_file_round_trips(trained: Policy, rules: list[Rule], tmp_path: Path) -> None:
+    path = tmp_path / "policy.json"
+    trained.save(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "kernelbot.policy" and data["format_version"] == policy_module.FORMAT_VERSION
+    loaded = load_policy(path, rules)
+    assert loaded is not None
+    assert loaded.to_json() == trained.to_json()
+    for facts in (_facts(True, 0.1), _facts(False, 0.3)):
+        assert [e.__dict__ for _, e in loaded.order(_by_id(rules), facts)] == [
+            e.__dict__ for _, e in trained.order(_by_id(rules), facts)
+        ]
+
+
+def _one_line(caplog: pytest.LogCaptureFixture, path: Path | None, rules: list[Rule]) -> str:
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelbot.policy"):
+        assert load_policy(path, rules) is None
+    assert len(caplog.records) == 1, caplog.records
+    line = caplog.records[0].getMessage()
+    assert "\n" not in line and "fixed order" in line
+    return line
+
+
+def test_a_missing_or_stale_policy_falls_back_with_one_line(
+    trained: Policy, rules: list[Rule], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert "no such file" in _one_line(caplog, tmp_path / "nope.json", rules)
+    data = trained.to_json()
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**data, "format_version": policy_module.FORMAT_VERSION - 1}))
+    assert "format version" in _one_line(caplog, old, rules)
+    gone = tmp_path / "gone.json"
+    gone.write_text(
+        json.dumps({**data, "rules": {**data["rules"], "a-rule-since-removed": data["rules"][RULES[0]]}})
+    )
+    assert "a-rule-since-removed" in _one_line(caplog, gone, rules)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    _one_line(caplog, broken, rules)
+    # No policy named: the fixed order, silently.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelbot.policy"):
+        assert search_policy(Config(), tmp_path, rules) is None
+    assert caplog.records == []
+    # Named in the config and missing: one line, then the fixed order.
+    config = Config.model_validate({"agent": {"policy": "policies/mine.json"}})
+    with caplog.at_level(logging.WARNING, logger="kernelbot.policy"):
+        assert search_policy(config, tmp_path, rules) is None
+    assert len(caplog.records) == 1 and "policies/mine.json" in caplog.records[0].getMessage()
+
+
+SOURCE = """import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _task(tmp_path: Path) -> Task:
+    (tmp_path / "op.py").write_text(SOURCE)
+    facts = {
+        **_facts(True, 0.0),
+        "ops": ["linear", "relu"],
+        "modules": ["Linear"],
+        "input_dtypes": ["float32"],
+    }
+    return Task(kernelbench_spec("op.py"), tmp_path, "cuda", SOURCE, PrecisionPolicy(allow_tf32=True), facts)
+
+
+def _hand_policy(stats: dict[str, RuleStats]) -> Policy:
+    return Policy(
+        Vocabulary(), stats, prior_win=0.2, prior_log_speedup=math.log(1.5), prior_log_cost=math.log(10)
+    )
+
+
+def test_the_search_agent_tries_rules_in_the_policy_order(rules: list[Rule], tmp_path: Path) -> None:
+    plain = [p.origin for p in SearchAgent(rules).plan(_task(tmp_path))]
+    assert len(plain) >= EXPLORE_EVERY and plain == [
+        r for r in fixed_order(rules) if r in plain
+    ]  # without a policy: expected_gain, largest first
+    last = plain[-1]
+    # Every matching rule well known and poor, except the fixed order's last one, which always won.
+    stats = {r: RuleStats(n=20, wins=0, log_cost=math.log(10), n_cost=20) for r in plain}
+    stats[last] = RuleStats(n=20, wins=20, log_speedup_win=math.log(3), log_cost=math.log(10), n_cost=20)
+    agent = SearchAgent(rules, _hand_policy(stats))
+    learned = [p.origin for p in agent.plan(_task(tmp_path))]
+    assert learned[0] == last and sorted(learned) == sorted(plain)
+    assert agent.summary()["policy_order"][0]["rule"] == last
+
+
+def test_a_rule_without_data_is_explored_not_starved(rules: list[Rule]) -> None:
+    present = _by_id(rules)
+    stats = {
+        r: RuleStats(n=30, wins=10, log_speedup_win=math.log(2), log_cost=math.log(10), n_cost=30)
+        for r in RULES
+    }
+    del stats["tf32-matmul"]  # never tried: its prior is the pooled (poor) one
+    policy = _hand_policy(stats)
+    order = [r.id for r, _ in policy.order(present, _facts(True, 0))]
+    assert order.index("tf32-matmul") == EXPLORE_EVERY - 1  # its exploration slot, not last by score
+    scores = {r.id: e.score for r, e in policy.order(present, _facts(True, 0))}
+    assert scores["tf32-matmul"] == min(scores.values())
+
+
+def test_a_rule_that_cannot_finish_in_the_time_left_waits(rules: list[Rule]) -> None:
+    present = _by_id(rules, ("compile-max-autotune", "cuda-graph-capture"))
+    stats = {
+        "compile-max-autotune": RuleStats(
+            n=30, wins=24, log_speedup_win=math.log(3), log_cost=math.log(300), n_cost=30
+        ),
+        "cuda-graph-capture": RuleStats(
+            n=30, wins=12, log_speedup_win=math.log(2), log_cost=math.log(10), n_cost=30
+        ),
+    }
+    policy = _hand_policy(stats)
+    roomy = [r.id for r, _ in policy.order(present, {}, time_left_s=3000, candidates_left=2)]
+    tight = [r.id for r, _ in policy.order(present, {}, time_left_s=60, candidates_left=2)]
+    assert roomy[0] == "compile-max-autotune" and tight[0] == "cuda-graph-capture"
+
+
+def test_offline_replay_reaches_the_best_sooner_than_the_fixed_order(
+    history_url: str, rules: list[Rule]
+) -> None:
+    result = evaluate(training_rows([history_url]), rules, folds=4).summary()
+    assert result["episodes"] == 40 and result["folds"] == 4
+    assert result["top1_learned"] == 1.0 and result["top1_fixed"] == 0.0
+    # First instead of third or fourth; the time saved is what the losers before it took (8 + 8 s of 60 + 28 s).
+    assert result["median_evaluations_ratio"] < 0.5 and result["median_wall_s_ratio"] < 0.75
+    assert result[f"wins_within_{BUDGET}_learned"] == 40
+
+
+def test_kernelbot_train_writes_a_policy_the_agent_loads(
+    history_url: str, rules: list[Rule], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "policy.json"
+    assert main(["train", "--db", history_url, "--db", history_url, "--out", str(out), "--folds", "3"]) == 0
+    policy = load_policy(out, rules)
+    assert policy is not None and policy.trained["databases"] == 2
+    assert policy.trained["quality"]["top1_learned"] == 1.0
+    assert "evaluations" in capsys.readouterr().err
+    empty = tmp_path / "empty.db"
+    History.open(str(empty)).close()
+    assert main(["train", "--db", str(empty), "--out", str(tmp_path / "x.json")]) == 2
+    assert "no candidates" in capsys.readouterr().err
+
+
+def test_the_shipped_default_policy_loads(rules: list[Rule], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kernelbot.policy"):
+        policy = search_policy(Config.model_validate({"agent": {"policy": "default"}}), Path("."), rules)
+    assert policy is not None and caplog.records == []
+    assert (asset_dir("policies") / "default.json").is_file()
+    assert policy.trained["rows"] > 0
+
+
+def test_search_trajectories_are_exported(history_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "search.jsonl"
+    stats = export_trajectories(history_url, out, agent="search")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert stats.written == len(lines) == 40
+    first = lines[0]
+    assert first["agent"] == "search" and first["messages"] == []
+    assert [c["origin"] for c in first["candidates"]] == list(RULES)
+    assert all(c["wall_s"] > 0 for c in first["candidates"])
+    assert first["operator"]["facts"]["eager_ms"] > 0 and first["final"]["origin"] == LAUNCH_BOUND_WINNER
+    assert export_trajectories(history_url, tmp_path / "llm.jsonl", agent="llm").written == 0
+    assert main(["export", "trajectories", "--agent", "search", "--db", history_url, "--out", str(out)]) == 0
