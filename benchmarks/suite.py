@@ -89,7 +89,8 @@ def run_set(args: argparse.Namespace, runner: Runner = run_optimize) -> list[str
     """Run what the database does not hold yet; the names run now, in order."""
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    History.open(db_url(out)).close()  # made (and migrated) once, before processes write to it at once
+    # made (and upgraded: the suite owns its database) once, before processes write to it at once
+    History.open(db_url(out), auto_upgrade=True).close()
     # Done: a completed run. A failed one (the operator broke, or a SIGTERM/SIGINT cut it) runs again.
     done = {op.name for run in stored_runs(out) if run.status == "completed" for op in run.operators}
     todo = [p for p in problems(args.set, args.only) if operator_name(p) not in done]
