@@ -25,6 +25,7 @@ from kernelbot.github.types import GitHubError
 from kernelbot.github.workflow import client, run_url, workflow_command, write_output, write_summary
 from kernelbot.history import Trigger
 from kernelbot.pipeline.optimizers import AgentChoice, AgentKind, check_endpoint, make_optimizer
+from kernelbot.pipeline.pool import GpuPool
 from kernelbot.pipeline.review import run_review
 
 
@@ -187,6 +188,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     if agent == "llm":
         check_endpoint(AgentChoice("llm"), config, env)
     fingerprint = collect(choose_device(args.device, config.device))
+    pool, pool_note = GpuPool.for_runner(env) if fingerprint.device == "cuda" else (None, None)
+    if pool_note:
+        print(workflow_command("warning", pool_note))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = decision.command.operators if decision.command else ()
@@ -206,6 +210,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         optimizer=optimizer,
         time_s=args.time_s,
         optimize_only=tuple(names),
+        pool=pool,
         progress=print,
     )
     # The workflow's repository, not the clone's remote: the publish job checks the payload against it.

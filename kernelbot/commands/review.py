@@ -16,6 +16,7 @@ from kernelbot.fingerprint import choose_device, collect
 from kernelbot.gitrepo import toplevel, work_dir
 from kernelbot.pipeline.detect import detect
 from kernelbot.pipeline.optimizers import check_endpoint, make_optimizer
+from kernelbot.pipeline.pool import GpuPool
 from kernelbot.pipeline.results import OperatorResult, ReviewResult
 from kernelbot.pipeline.review import run_review
 from kernelbot.pipeline.shards import Plan, ShardResult, parse_shard
@@ -157,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
     only, shard = _share(args, repo)
     plan_repository = os.environ.get("GITHUB_REPOSITORY")
     fingerprint = collect(choose_device(args.device, config.device))
+    pool, pool_note = GpuPool.for_runner(os.environ) if fingerprint.device == "cuda" else (None, None)
+    if pool_note:
+        console.err.print(f"[yellow]warning:[/yellow] {console.escape(pool_note)}")
     optimizer = None
     args.agent = args.agent or config.agent.kind
     if args.agent in ("search", "llm"):
@@ -174,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
             optimizer=optimizer,
             time_s=args.time_s,
             only=only,
+            pool=pool,
             progress=step,
         )
         if shard is not None and plan_repository:

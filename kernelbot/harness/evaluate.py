@@ -28,6 +28,7 @@ class Settings:
         "bwrap"  # the OS sandbox of untrusted code (jail.py): "bwrap", or "none" (explicit opt-out)
     )
     deadline: float | None = None  # time.monotonic() past which no request runs (the run's --time)
+    gpu: str | None = None  # the one GPU its sandboxes see (CUDA_VISIBLE_DEVICES); None: all visible
 
 
 OUT_OF_TIME = "stopped: the run's time limit (--time) ran out"
@@ -67,6 +68,7 @@ class Handle:
             readable=readable,
             mode=settings.sandbox,
             untrusted_cache=subject == "candidate",
+            gpu=settings.gpu,
         )
         load = {**job, "subject": subject, "candidate": candidate, "compile_mode": compile_mode}
         self._ask({"cmd": "load", "job": load})

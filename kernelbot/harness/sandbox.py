@@ -31,14 +31,17 @@ class SandboxFailure(Exception):
         self.status, self.reason = status, reason
 
 
-def worker_env(cache_dir: Path | None, device: str = "cpu") -> dict[str, str]:
-    """The environment of a process that runs untrusted code: an allow-list (jail.environment), plus ours."""
+def worker_env(cache_dir: Path | None, device: str = "cpu", gpu: str | None = None) -> dict[str, str]:
+    """The environment of a process that runs untrusted code: an allow-list (jail.environment), plus ours;
+    `gpu`: the one GPU it sees (a pool's pick), whatever this process sees."""
     extra = {"PYTHONPATH": str(jail.PACKAGE_DIR.parent), "PYTHONUNBUFFERED": "1", "PYTHONSAFEPATH": "1"}
     if device == "cpu":
         # One thread: on a shared 2-core CI box, idle OpenMP spinners of the other side's process would
         # otherwise dominate the noise; single-threaded CPU timings compare base and head fairly.
         extra["OMP_NUM_THREADS"] = extra["MKL_NUM_THREADS"] = "1"
     extra["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no compile-worker pool: a child process is a red flag
+    if gpu is not None:
+        extra["CUDA_VISIBLE_DEVICES"] = gpu
     if cache_dir is not None:
         extra["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
         extra["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
@@ -116,6 +119,7 @@ class Sandbox:
         readable: list[Path] = (),  # type: ignore[assignment]
         mode: str = "bwrap",
         untrusted_cache: bool = False,
+        gpu: str | None = None,
     ) -> None:
         jail.require(mode)  # before anything is opened: nothing to leak when it refuses
         self.key = secrets.token_bytes(32)
@@ -132,7 +136,7 @@ class Sandbox:
 
         def jailed(caches: Path | None) -> dict[str, Any]:
             writable = [caches] if caches is not None else []
-            env = worker_env(caches, device)
+            env = worker_env(caches, device, gpu)
             return {"mode": mode, "env": env, "readable": list(readable), "writable": writable}
 
         # A candidate writes compiler caches of its own: it cannot plant a kernel for a baseline's build, nor

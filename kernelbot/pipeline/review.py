@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -19,6 +20,7 @@ from kernelbot.pipeline.detect import Change, detect
 from kernelbot.pipeline.measure import measure_pair
 from kernelbot.pipeline.optimize import CONFIRM_AT_MOST
 from kernelbot.pipeline.optimizers import Optimizer
+from kernelbot.pipeline.pool import GpuPool
 from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
 from kernelbot.spec import OperatorSpec, discover
 
@@ -67,6 +69,7 @@ def _measure(
     fingerprint: Fingerprint,
     measure_cosmetic: bool,
     deadline: float,
+    gpu: str | None = None,
 ) -> OperatorResult:
     spec, base_spec = target.spec, target.base
     head_spec = spec if target.change != "removed" else None
@@ -79,7 +82,9 @@ def _measure(
             f"declared for {', '.join(spec.decl.devices if spec.decl else [])} only; not measured on {device}"
         )
         return result
-    settings = replace(settings_for(head_cfg, baselines.cache_root(fingerprint.key)), deadline=deadline)
+    settings = replace(
+        settings_for(head_cfg, baselines.cache_root(fingerprint.key)), deadline=deadline, gpu=gpu
+    )
     base_job = base_spec.job(base_root, device) if base_spec is not None else None
     head_job = head_spec.job(head_root, device) if head_spec is not None else None
     pair = measure_pair(
@@ -162,12 +167,15 @@ def run_review(
     time_s: float | None = None,
     optimize_only: tuple[str, ...] = (),
     only: tuple[str, ...] = (),
+    pool: GpuPool | None = None,
     progress: Progress = lambda _: None,
 ) -> ReviewResult:
     """Detect and measure within `time_s` (default: the base's harness.run_time_s); storing and rendering
     are the caller's next steps (store first). `optimize_only`: the operators the agent works on (a
     `/kernelbot optimize OP` command's list; empty: every added or modified one); only those share its time.
-    `only`: the operators this run reviews (a fleet shard's share, `kernelbot plan`); empty: all of them."""
+    `only`: the operators this run reviews (a fleet shard's share, `kernelbot plan`); empty: all of them.
+    `pool`: the runner's GPUs: each operator holds one for its base and head (pool.py); with several, the
+    operators are measured side by side, one per GPU, before any is optimized."""
 
     def optimizable(target: Target) -> bool:
         return target.change in ("added", "modified") and (
@@ -211,24 +219,50 @@ def run_review(
         deadline = started + review.time_budget_s
         measured_s: list[float] = []
         device = fingerprint.device
+
+        def measure(target: Target, gpu: str | None) -> OperatorResult:
+            begun = time.monotonic()
+            if deadline - begun < MIN_MEASURE_S:
+                result = _result(target, base_root, head_root, head_cfg)
+                result.stopped_by = "time"
+                result.error = f"not measured: the run's time budget of {review.time_budget_s:.0f} s was spent (raise --time)"
+                return result
+            result = _measure(
+                target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic, deadline, gpu
+            )
+            result.wall_s = time.monotonic() - begun
+            return result
+
+        early: dict[int, OperatorResult] = {}  # measured side by side on the pool's GPUs, by target index
         try:
+            if pool is not None and len(pool) > 1:
+                on_gpu = [i for i, t in enumerate(targets) if _timed(t, measure_cosmetic, device)]
+                progress(f"measuring {len(on_gpu)} operator(s) on {len(pool)} GPUs, one operator per GPU")
+                results = pool.map(lambda i, gpu: measure(targets[i], gpu), on_gpu)
+                early = dict(zip(on_gpu, results, strict=True))
             for index, target in enumerate(targets, 1):
                 stop.check()
                 begun = time.monotonic()
                 timed = _timed(target, measure_cosmetic, device)
+                if index - 1 in early:
+                    result = early[index - 1]
+                    begun -= result.wall_s
                 # Not started when what is left is less than measuring one has taken so far.
-                if timed and deadline - begun < max(MIN_MEASURE_S, _mean(measured_s, 0.0)):
+                elif timed and deadline - begun < max(MIN_MEASURE_S, _mean(measured_s, 0.0)):
                     result = _result(target, base_root, head_root, head_cfg)
                     result.stopped_by = "time"
                     result.error = f"not measured: the run's time budget of {review.time_budget_s:.0f} s was spent (raise --time)"
                     review.operators.append(result)
                     continue
-                progress(
-                    f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): timing base and head"
-                )
-                result = _measure(
-                    target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic, deadline
-                )
+                else:
+                    progress(
+                        f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): timing base and head"
+                    )
+                    with pool.acquire() if pool is not None and timed else contextlib.nullcontext() as gpu:
+                        result = _measure(
+                            target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic,
+                            deadline, gpu,
+                        )  # fmt: skip
                 review.operators.append(result)
                 if timed:
                     measured_s.append(time.monotonic() - begun)
