@@ -199,3 +199,66 @@ def test_merge_refuses_shards_of_another_head(pr: tuple[GitRepoBuilder, str, str
     merged = merge([one])  # no plan: the missing shard is named, its operators unknown
     assert merged.missing == {2: []}
     assert merged.review.warnings[0].startswith("shard 2/2 did not report:")
+
+
+# -- one PostgreSQL shared by the fleet ---------------------------------------------------------------
+
+SHARDS_AT_ONCE = 3
+
+
+def _shard_writer(url: str, k: int, head: str, barrier: Any, results: Any) -> None:
+    from kernelbot.fingerprint import collect
+    from kernelbot.harness.results import Evaluation, Timing
+    from kernelbot.pipeline.results import OperatorResult, ReviewResult
+    from kernelbot.pipeline.store import store_review
+
+    try:
+        review = ReviewResult("octo-org/kernels", "b" * 40, head, collect("cpu"))
+        for i in range(4):  # shard k's four operators, each timed at base and head
+            op = OperatorResult(
+                f"ops/s{k}_{i}", f"ops/s{k}_{i}.py", "modified", [], 0.05, spec_hash=f"{k}{i}"
+            )
+            timing = Timing(1.0 + i, 1.0 + i, 0.01, (0.99, 1.01), 12, 1, "rse", raw_ms=[1.0] * 12)
+            op.base, op.head = (
+                Evaluation("base", "ok", timing=timing),
+                Evaluation("head", "ok", timing=timing),
+            )
+            op.verdict, op.ratio, op.wall_s = "no_change", 1.0, 5.0 + k
+            review.operators.append(op)
+        barrier.wait(timeout=60)  # the three runners store at the same moment
+        run_id, problem = store_review(
+            review, url, trigger="pull_request", pr_number=7, fallback_dir=Path("/nonexistent")
+        )
+        results.put(("ok", k, run_id) if problem is None else ("error", k, problem))
+    except BaseException as err:  # reported to the parent
+        results.put(("error", k, f"{type(err).__name__}: {err}"))
+
+
+@pytest.mark.postgres
+def test_three_shards_share_one_postgres_without_losing_a_row(postgres_url: str) -> None:
+    import multiprocessing
+
+    History.open(postgres_url, auto_upgrade=True).close()
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(SHARDS_AT_ONCE), ctx.Queue()
+    procs = [
+        ctx.Process(target=_shard_writer, args=(postgres_url, k, "h" * 40, barrier, results))
+        for k in range(1, SHARDS_AT_ONCE + 1)
+    ]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    assert [o for o in outcomes if o[0] == "error"] == []
+    assert len({o[2] for o in outcomes}) == SHARDS_AT_ONCE
+    history = History.open(postgres_url)
+    try:
+        assert history.count("runs") == SHARDS_AT_ONCE
+        assert history.count("measurements") == SHARDS_AT_ONCE * 4 * 2
+        assert history.count("commits") == 2 and history.count("repositories") == 1
+        names = [f"ops/s{k}_{i}" for k in range(1, 4) for i in range(4)]
+        costs = operator_costs(history, "octo-org/kernels", names)  # what the next plan balances on
+        assert costs == {f"ops/s{k}_{i}": 5.0 + k for k in range(1, 4) for i in range(4)}
+    finally:
+        history.close()
