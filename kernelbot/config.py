@@ -46,7 +46,14 @@ class HarnessSettings(_Strict):
     memory_limit_mb: int = Field(default=16384, ge=512)  # address-space cap on CPU evaluations
     # The OS sandbox of every process that runs PR or candidate code (docs/security.md). "none" runs it
     # unjailed: only for a machine that holds no secrets; read from the base revision like every gate.
-    sandbox: Literal["bwrap", "none"] = "bwrap"
+    # "process" is "bwrap" (the process sandbox); "container" runs the same pair inside a Docker container
+    # (docs/scale.md).
+    sandbox: Literal["bwrap", "process", "container", "none"] = "bwrap"
+
+    @field_validator("sandbox")
+    @classmethod
+    def _process_is_bwrap(cls, value: str) -> str:
+        return "bwrap" if value == "process" else value
 
 
 class OperatorDecl(_Strict):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot.harness import stop
+from kernelbot.harness.container import ContainerSandbox
 from kernelbot.harness.results import Evaluation, Timing
 from kernelbot.harness.sandbox import Sandbox, SandboxFailure
 from kernelbot.harness.staticcheck import scan
@@ -51,7 +52,7 @@ class Handle:
         self.subject, self.settings = subject, settings
         self.failure: Evaluation | None = None
         self.calls: int | None = None  # fixed after the first timing batch so later batches compare
-        self.sandbox: Sandbox | None = None
+        self.sandbox: Sandbox | ContainerSandbox | None = None
         if candidate is not None and static_check:
             findings = _static_findings(Path(candidate), may_switch_tf32(job), require_kernel)
             if findings:  # caught before any of its code runs
@@ -61,7 +62,9 @@ class Handle:
         job = {**job, "root": str(Path(job["root"]).resolve())}
         candidate = str(Path(candidate).resolve()) if candidate is not None else None
         readable = [Path(job["root"])] + ([Path(candidate)] if candidate is not None else [])
-        self.sandbox = Sandbox(
+        # The container sandbox (container.py) has the same interface, with the pair inside a container.
+        kind = ContainerSandbox if settings.sandbox == "container" else Sandbox
+        self.sandbox = kind(
             device=job["device"],
             memory_limit_mb=settings.memory_limit_mb,
             cache_dir=settings.cache_dir,

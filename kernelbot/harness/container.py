@@ -1,0 +1,227 @@
+"""The container sandbox: the judge and subject pair of sandbox.py, run inside a Docker container (docker SDK).
+
+The container is the outer wall: no network, a read-only root with the host's system and Python bound
+read-only (as bubblewrap binds them), the repository read-only, only the caches writable, memory, PID and
+time limits, no capabilities, no host environment, and on CUDA the NVIDIA runtime with the one GPU it is
+given. Inside, a relay (`python -m kernelbot.harness.container`) starts the ordinary Sandbox (bubblewrap
+where the container allows it, else plain processes) and passes requests and answers as JSON lines over
+the container's attached stdin/stdout. The same interface as sandbox.Sandbox: request, kill, close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import struct
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelbot.harness import jail
+from kernelbot.harness.sandbox import SandboxFailure, worker_env
+
+IMAGE = "kernelbot-sandbox-empty:1"  # an empty image: everything it runs is bound in read-only
+PIDS_LIMIT = 512
+CACHE_MOUNT = "/kernelbot-cache"
+
+
+def _client() -> Any:
+    """The Docker client, or one line saying why there is none."""
+    try:
+        import docker
+    except ImportError:
+        raise jail.JailUnavailable(
+            "harness.sandbox: container needs the docker SDK: pip install 'kernelbot[docker]'"
+        ) from None
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except Exception as exc:  # the SDK raises several kinds: one line whatever it is
+        why = " ".join(str(exc).split())[:200]
+        raise jail.JailUnavailable(
+            f"harness.sandbox: container needs a running Docker daemon ({why}); start Docker or use "
+            "harness.sandbox: process"
+        ) from None
+    return client
+
+
+def _empty_image(client: Any) -> None:
+    import docker
+
+    try:
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w"):
+            pass
+        repository, tag = IMAGE.split(":")
+        client.api.import_image_from_data(buf.getvalue(), repository=repository, tag=tag)
+
+
+def _binds(readable: list[Path], cache_dir: Path | None) -> dict[str, dict[str, str]]:
+    ro = [Path(p) for p in jail._SYSTEM if Path(p).exists()] + jail.python_paths() + [jail.PACKAGE_DIR]
+    ro += [Path("/etc") / name for name in jail._ETC if (Path("/etc") / name).exists()]
+    binds = {str(p): {"bind": str(p), "mode": "ro"} for p in ro + [Path(r) for r in readable]}
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        binds[str(cache_dir)] = {"bind": CACHE_MOUNT, "mode": "rw"}
+    return binds
+
+
+class ContainerSandbox:
+    """sandbox.Sandbox's interface, with the pair inside a container."""
+
+    def __init__(
+        self,
+        *,
+        device: str,
+        memory_limit_mb: int,
+        cache_dir: Path | None = None,
+        readable: list[Path] = (),  # type: ignore[assignment]
+        mode: str = "container",
+        untrusted_cache: bool = False,
+        gpu: str | None = None,
+    ) -> None:
+        import docker
+
+        client = _client()
+        _empty_image(client)
+        env = worker_env(Path(CACHE_MOUNT) if cache_dir is not None else None, device)
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # the runtime exposes the one GPU; inside it is device 0
+        requests = []
+        if device == "cuda":
+            ids = [gpu] if gpu is not None else None
+            requests = [
+                docker.types.DeviceRequest(device_ids=ids, count=None if ids else -1, capabilities=[["gpu"]])
+            ]
+        relay = [sys.executable, "-m", "kernelbot.harness.container", device, str(memory_limit_mb)]
+        relay += ["1" if untrusted_cache else "0", CACHE_MOUNT if cache_dir is not None else ""]
+        relay += [str(Path(p).resolve()) for p in readable]
+        self.container = client.containers.create(
+            IMAGE,
+            relay,
+            environment=env,  # the allow-list only: nothing else of the host's environment
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,exec,size=4g", "/dev/shm": "rw,size=4g"},
+            volumes=_binds(list(readable), cache_dir),
+            mem_limit=f"{memory_limit_mb + 1024}m",  # the pair's own caps plus the relay and Python
+            pids_limit=PIDS_LIMIT,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            user=f"{os.getuid()}:{os.getgid()}",
+            working_dir="/tmp",
+            stdin_open=True,
+            device_requests=requests,
+            runtime="nvidia" if device == "cuda" else None,
+            labels={"kernelbot": "sandbox"},
+        )
+        self._sock = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        self._raw: socket.socket = getattr(self._sock, "_sock", self._sock)
+        self._buf, self._lines = b"", [b""]
+        self._stderr = b""
+        self.container.start()
+
+    def _read_frame(self, deadline: float) -> tuple[int, bytes] | None:
+        while len(self._buf) < 8 or len(self._buf) < 8 + struct.unpack(">I", self._buf[4:8])[0]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self._raw.settimeout(left)
+            try:
+                chunk = self._raw.recv(65536)
+            except TimeoutError:
+                raise TimeoutError from None
+            if not chunk:
+                return None
+            self._buf += chunk
+        size = struct.unpack(">I", self._buf[4:8])[0]
+        kind, data = self._buf[0], self._buf[8 : 8 + size]
+        self._buf = self._buf[8 + size :]
+        return kind, data
+
+    def _readline(self, deadline: float) -> bytes | None:
+        while b"\n" not in self._lines[-1]:
+            frame = self._read_frame(deadline)
+            if frame is None:
+                return None
+            if frame[0] == 2:
+                self._stderr = (self._stderr + frame[1])[-4000:]
+            else:
+                self._lines[-1] += frame[1]
+        line, rest = self._lines[-1].split(b"\n", 1)
+        self._lines[-1] = rest
+        return line
+
+    def request(self, command: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        with contextlib.suppress(OSError):
+            self._raw.sendall((json.dumps({"command": command, "timeout_s": timeout_s}) + "\n").encode())
+        try:
+            line = self._readline(time.monotonic() + timeout_s + 30)  # the relay times the request itself
+        except TimeoutError:
+            self.kill()
+            raise SandboxFailure(
+                "timeout", f"no answer within {timeout_s:g} s; the container was killed"
+            ) from None
+        if line is None:
+            tail = " | ".join(self._stderr.decode(errors="replace").strip().splitlines()[-4:])
+            raise SandboxFailure(
+                "crashed", f"the container ended before answering{': ' + tail if tail else ''}"
+            )
+        answer = json.loads(line)
+        if "sandbox_failure" in answer:
+            raise SandboxFailure(*answer["sandbox_failure"])
+        return dict(answer["answer"])
+
+    def kill(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.request({"cmd": "quit"}, timeout_s=10)
+        with contextlib.suppress(Exception):
+            self._sock.close()
+        self.kill()
+
+
+def _relay(argv: list[str]) -> int:
+    """Inside the container: the ordinary pair, requests from stdin, answers to stdout."""
+    from kernelbot.harness.sandbox import Sandbox
+
+    device, memory_mb, untrusted, cache = argv[0], int(argv[1]), argv[2] == "1", argv[3]
+    readable = [Path(p) for p in argv[4:]]
+    try:
+        jail.require("bwrap")
+        mode = "bwrap"
+    except jail.JailUnavailable:
+        mode = "none"  # the container is the wall; docs/security.md says what that leaves inside
+    out = sys.stdout.buffer
+    with Sandbox(
+        device=device,
+        memory_limit_mb=memory_mb,
+        cache_dir=Path(cache) if cache else None,
+        readable=readable,
+        mode=mode,
+        untrusted_cache=untrusted,
+    ) as sandbox:
+        for line in sys.stdin.buffer:
+            message = json.loads(line)
+            if message["command"].get("cmd") == "quit":
+                break
+            try:
+                reply: dict[str, Any] = {"answer": sandbox.request(message["command"], message["timeout_s"])}
+            except SandboxFailure as exc:
+                reply = {"sandbox_failure": [exc.status, exc.reason]}
+            out.write((json.dumps(reply) + "\n").encode())
+            out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_relay(sys.argv[1:]))

@@ -1,0 +1,123 @@
+"""The container sandbox against a real Docker daemon (dockerd from Debian's docker.io, started here), else
+skipped with the reason; and its one-line error when Docker is missing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelbot.config import parse_config
+from kernelbot.harness.evaluate import Handle, Settings
+from kernelbot.harness.jail import JailUnavailable
+from kernelbot.pipeline.measure import measure_pair
+from tests.gitrepo_builder import GitRepoBuilder
+from tests.ops import matmul_op
+
+
+@pytest.fixture(scope="module")
+def docker_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """DOCKER_HOST of a dockerd started for these tests (its own data root and socket)."""
+    dockerd = shutil.which("dockerd")
+    if dockerd is None:
+        pytest.skip("no dockerd (apt-get install -y docker.io): the container sandbox is not tested here")
+    root = tmp_path_factory.mktemp("docker")
+    host = f"unix://{root}/docker.sock"
+    log = (root / "log").open("w")
+    proc = subprocess.Popen(
+        [dockerd, "--data-root", str(root / "data"), "--exec-root", str(root / "exec"), "--host", host,
+         "--pidfile", str(root / "pid"), "--iptables=false", "--bridge=none"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        for _ in range(100):
+            if (root / "docker.sock").exists() and "API listen" in (root / "log").read_text():
+                break
+            if proc.poll() is not None:
+                tail = (root / "log").read_text().strip().splitlines()[-1:]
+                pytest.skip(f"dockerd cannot run in this machine: {' '.join(tail)[:300]}")
+            time.sleep(0.1)
+        else:
+            pytest.skip("dockerd did not start within 10 s")
+        yield host
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_config_names_the_sandbox() -> None:
+    assert parse_config({"harness": {"sandbox": "container"}}, "x").harness.sandbox == "container"
+    assert parse_config({"harness": {"sandbox": "process"}}, "x").harness.sandbox == "bwrap"
+
+
+def test_missing_docker_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "op.py").write_text(matmul_op(1, 32))
+    job = {"kind": "kernelbench", "root": str(root), "device": "cpu", "file": "op.py"}
+    with pytest.raises(JailUnavailable) as err:
+        Handle(job, "operator", Settings(sandbox="container"))
+    message = str(err.value)
+    assert "needs a running Docker daemon" in message and "harness.sandbox: process" in message
+    assert "\n" not in message
+
+
+def test_container_gives_the_process_sandbox_verdict(
+    docker_daemon: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", docker_daemon)
+    repo = GitRepoBuilder(tmp_path / "repo")
+    repo.commit({"base/op.py": matmul_op(1, 96), "head/op.py": matmul_op(4, 96)})
+    jobs = {
+        side: {"kind": "kernelbench", "root": str(repo.root / side), "device": "cpu", "file": "op.py",
+               "allow_tf32": False, "atol": None, "rtol": None}
+        for side in ("base", "head")
+    }  # fmt: skip
+    verdicts = {}
+    for sandbox in ("bwrap", "container"):
+        settings = Settings(
+            time_budget_s=0.3, max_samples=20, timeout_s=120, sandbox=sandbox, memory_limit_mb=2048
+        )
+        pair = measure_pair(
+            jobs["base"], jobs["head"], settings, threshold=0.25, alpha=0.01, max_extra_rounds=0
+        )
+        assert pair.error is None, (sandbox, pair.error)
+        verdicts[sandbox] = pair.verdict
+    assert verdicts == {"bwrap": "regression", "container": "regression"}
+
+
+def test_the_container_has_no_network_and_no_host_environment(
+    docker_daemon: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import docker
+
+    monkeypatch.setenv("DOCKER_HOST", docker_daemon)
+    monkeypatch.setenv("KERNELBOT_TEST_SECRET", "s3cret")
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "op.py").write_text(matmul_op(1, 32))
+    job = {"kind": "kernelbench", "root": str(root), "device": "cpu", "file": "op.py"}
+    with Handle(job, "operator", Settings(sandbox="container", memory_limit_mb=2048)) as handle:
+        assert handle.failure is None, handle.failure
+        box = handle.sandbox
+        assert box is not None
+        attrs = docker.from_env().api.inspect_container(box.container.id)  # type: ignore[union-attr]
+        host = attrs["HostConfig"]
+        assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
+        assert host["PidsLimit"] > 0 and host["Memory"] > 0 and host["CapDrop"] == ["ALL"]
+        assert not any("KERNELBOT_TEST_SECRET" in e for e in attrs["Config"]["Env"])
+        mounts = {m["Destination"]: m["RW"] for m in attrs["Mounts"]}
+        assert mounts[str(root.resolve())] is False  # the repository read-only
+        assert handle.check() is not None
+    assert os.environ["KERNELBOT_TEST_SECRET"] == "s3cret"
