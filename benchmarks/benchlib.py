@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from kernelbot.fingerprint import collect
@@ -60,6 +61,33 @@ class Log:
 
     def line(self, text: str) -> None:
         print(f"[{time.monotonic() - self.start:6.1f}s] {text}", flush=True)
+
+
+def commit(root: Path, files: dict[str, str | None], message: str) -> str:
+    """Write `files` into the git repository at `root` (made if new; None deletes) and commit them; the SHA.
+    Author and dates are pinned and no user git config is read, so runs on any machine make the same tree."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env |= {f"GIT_{who}_{part}": value for who in ("AUTHOR", "COMMITTER")
+            for part, value in (("NAME", "kernelbot-bench"), ("EMAIL", "bench@kernelbot.invalid"))}  # fmt: skip
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True
+        ).stdout
+
+    if not (root / ".git").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        git("init", "--quiet", "--initial-branch=main")
+    for name, text in files.items():
+        path = root / name
+        if text is None:
+            path.unlink()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    git("add", "--all")
+    git("commit", "--quiet", "--no-gpg-sign", "-m", message)
+    return git("rev-parse", "HEAD").strip()
 
 
 def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:

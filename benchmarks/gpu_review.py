@@ -40,7 +40,14 @@ if str(REPO) not in sys.path:
 from benchmarks import benchlib  # noqa: E402
 from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
-from kernelbot.pipeline.measure import PROCESSES_PER_SIDE, ROUNDS, SAMPLES_PER_BATCH, _open, _raw, run_rounds  # noqa: E402
+from kernelbot.pipeline.measure import (  # noqa: E402
+    PROCESSES_PER_SIDE,
+    ROUNDS,
+    SAMPLES_PER_BATCH,
+    open_checked,
+    raw_samples,
+    run_rounds,
+)
 from kernelbot.stats import compare  # noqa: E402
 
 SCHEMA_VERSION = 1
@@ -144,9 +151,9 @@ def planted_shape(shape: tuple[int, int, int], fraction: float) -> tuple[int, in
 def open_handles(
     jobs: dict[str, dict[str, Any]], settings: Settings, workers: int
 ) -> dict[str, Handle | BaseException | None]:
-    """Start and check every sandbox at once (nothing is being timed yet), as measure_pair's _open does."""
+    """Start and check every sandbox at once (nothing is being timed yet), as measure_pair's open_checked does."""
     with cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {key: pool.submit(_open, job, settings) for key, job in jobs.items()}
+        futures = {key: pool.submit(open_checked, job, settings) for key, job in jobs.items()}
         out: dict[str, Handle | BaseException | None] = {}
         for key, future in futures.items():
             try:
@@ -288,8 +295,8 @@ def run_size(
                 s.error = f"{failed.status}: {failed.reason}" if failed else "no comparison"
                 s.trials.append({"verdict": "error", "ratio": None, "p_value": None, "rounds": rounds})
                 continue
-            s.base_samples += _raw(answers["base"])
-            s.head_samples += _raw(answers["head"])
+            s.base_samples += raw_samples(answers["base"])
+            s.head_samples += raw_samples(answers["head"])
             s.trials.append(
                 {
                     "verdict": comparison.verdict,
@@ -341,13 +348,13 @@ E2E_EXPECTED = {  # operator -> (change, verdict)
 
 def end_to_end(device: str, workdir: Path, log: Log) -> dict[str, Any]:
     from kernelbot.cli import main as kernelbot_main
-    from tests.gitrepo_builder import GitRepoBuilder
 
     n = 1024 if device == "cuda" else 96
     threshold = 0.03 if device == "cuda" else 0.25  # CPU timings on a shared box are noisy; changes are 2x
     config = f"harness:\n  time_budget_s: 0.6\n  timeout_s: 120\nthresholds:\n  regression: {threshold}\n"
-    repo = GitRepoBuilder(workdir / "repo")
-    base = repo.commit(
+    root = workdir / "repo"
+    base = benchlib.commit(
+        root,
         {
             ".github/kernelbot.yml": config,
             "ops/slowed.py": matmul_op(1, n, device),
@@ -355,9 +362,10 @@ def end_to_end(device: str, workdir: Path, log: Log) -> dict[str, Any]:
             "ops/edited.py": matmul_op(2, n, device),
             "ops/removed.py": matmul_op(3, n, device),  # unlike ops/added.py: git must not see a rename
         },
-        message="base",
+        "base",
     )
-    head = repo.commit(
+    head = benchlib.commit(
+        root,
         {
             "ops/slowed.py": matmul_op(2, n, device),  # twice the matmuls: 2x slower
             "ops/sped_up.py": matmul_op(1, n, device),  # half the matmuls: 2x faster
@@ -365,10 +373,10 @@ def end_to_end(device: str, workdir: Path, log: Log) -> dict[str, Any]:
             "ops/removed.py": None,
             "ops/added.py": matmul_op(1, n, device),
         },
-        message="head",
+        "head",
     )
     out_json = workdir / "review.json"
-    argv = ["review", "--repo", str(repo.root), "--base", base, "--head", head, "--device", device]
+    argv = ["review", "--repo", str(root), "--base", base, "--head", head, "--device", device]
     argv += ["--db", f"sqlite:///{workdir / 'history.db'}", "--json", str(out_json)]
     t0 = time.monotonic()
     code = kernelbot_main(argv)

@@ -42,7 +42,8 @@ class PairResult:
     rounds: int  # interleaved rounds taken (more when the first answer was ambiguous)
 
 
-def _open(job: dict[str, Any] | None, settings: Settings) -> Handle | None:
+def open_checked(job: dict[str, Any] | None, settings: Settings) -> Handle | None:
+    """A sandbox for `job` (None: no such side), checked once; its failure is on the handle."""
     if job is None:
         return None
     handle = Handle(job, "operator", settings)
@@ -120,7 +121,7 @@ def measure_pair(
     handles: dict[str, list[Handle]] = {"base": [], "head": []}
     for side, job in (("base", base_job), ("head", head_job)):
         for _ in range(PROCESSES_PER_SIDE):
-            handle = _open(job, settings)
+            handle = open_checked(job, settings)
             if handle is not None:
                 handles[side].append(handle)
                 if handle.failure is not None:
@@ -171,7 +172,8 @@ def _batches(answers: list[dict[str, Any]]) -> list[list[float]]:
     return [list(answer["times_ms"]) for answer in answers]
 
 
-def _raw(answers: list[dict[str, Any]]) -> list[float]:
+def raw_samples(answers: list[dict[str, Any]]) -> list[float]:
+    """Every timing sample of a side's answers, in the order taken."""
     return [t for answer in answers for t in answer["times_ms"]]
 
 
