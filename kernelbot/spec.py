@@ -23,6 +23,26 @@ class OperatorSpec:
     decl: OperatorDecl | None = None  # the config entry, for declared operators
     sources: tuple[str, ...] = field(default=())  # CUDA/C++ files it builds from
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "path": self.path,
+            "decl": None if self.decl is None else self.decl.model_dump(mode="json"),
+            "sources": list(self.sources),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OperatorSpec:
+        decl = data.get("decl")
+        return cls(
+            name=data["name"],
+            kind=data["kind"],
+            path=data["path"],
+            decl=None if decl is None else OperatorDecl.model_validate(decl),
+            sources=tuple(data.get("sources") or ()),
+        )
+
     def job(self, root: Path, device: str) -> dict[str, Any]:
         """The JSON job the sandbox worker loads (the harness knows nothing of Config)."""
         tol = self.decl.tolerance if self.decl else None

@@ -11,7 +11,15 @@ from kernelbot.errors import StorageError
 from kernelbot.fingerprint import collect
 from kernelbot.github.payload import build_payload
 from kernelbot.harness.results import Evaluation, Timing
-from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
+from kernelbot.pipeline.results import (
+    CandidateResult,
+    CheckReport,
+    OperatorResult,
+    OptimizeResult,
+    ReviewResult,
+    Suggested,
+)
+from kernelbot.spec import OperatorSpec
 
 
 def _ev(ms: float, status: str = "ok") -> Evaluation:
@@ -82,3 +90,43 @@ def test_a_report_of_a_newer_schema_is_refused_and_an_older_one_rebuilds() -> No
         ReviewResult.from_json({**data, "schema_version": 2})
     older = {k: v for k, v in data.items() if k not in ("interrupted", "time_budget_s")}  # keys added since
     assert ReviewResult.from_json({**older, "schema_version": 0}).markdown() == _review().markdown()
+
+
+def _optimize() -> OptimizeResult:
+    from kernelbot.config import OperatorDecl
+    from kernelbot.history.records import TurnRecord
+
+    decl = OperatorDecl(name="fused", callable="ops/f.py:fused", inputs="ops/f.py:inputs", shapes=[[64, 64]])
+    spec = OperatorSpec("fused", "declared", "ops/f.py", decl=decl, sources=("csrc/f.cu",))
+    eager, compiled = _ev(2.0), _ev(1.5)
+    check = CheckReport(spec, collect("cpu"), eager, eager, compiled)
+    winner = CandidateResult(
+        "tf32x3-matmul", "three TF32 products", "tf32x3", "class ModelNew: ...\n", "/tmp/c/00.py",
+        _ev(0.9), 3, 2.22, 1.67, wall_s=7.35, side_by_side={"rounds": 8}, provisional_reward=None,
+    )  # fmt: skip
+    loser = CandidateResult(
+        "bf16-autocast", "bf16", "bf16", "x = 1\n", "/tmp/c/01.py", _ev(1.0, "incorrect"), -1, None, None
+    )
+    turn = TurnRecord(0, "assistant", "try tf32x3", tool_name="compile", tool_args={"a": 1}, candidate=0)
+    return OptimizeResult(
+        check, "search", [winner, loser], skipped={"cuda-graph-capture": "not launch-bound"},
+        facts={"ops": ["matmul"], "eager_ms": 2.0}, stopped_by="time", phases_s={"baselines": 3.5},
+        best_path="/tmp/out/fused_kernelbot.py", transcript=[turn], agent_summary={"model": "m"},
+    )  # fmt: skip
+
+
+def test_an_optimization_and_its_check_rebuild_from_their_json() -> None:
+    result = _optimize()
+    data = json.loads(json.dumps(result.to_json()))  # as `kernelbot optimize --json` writes it
+    rebuilt = OptimizeResult.from_json(data)
+    assert rebuilt.to_json() == data
+    assert OptimizeResult.from_json(rebuilt.to_json()) == rebuilt
+    assert rebuilt.check.spec == result.check.spec  # the declaration and its CUDA sources too
+    assert rebuilt.best is not None and rebuilt.best.source == "class ModelNew: ...\n"
+    assert rebuilt.best.precision == "tf32x3" and rebuilt.best.side_by_side == {"rounds": 8}
+    assert rebuilt.candidates[1].evaluation.status == "incorrect"
+    assert rebuilt.transcript[0].tool_args == {"a": 1} and rebuilt.facts["ops"] == ["matmul"]
+    check = CheckReport.from_json(json.loads(json.dumps(result.check.to_json())))
+    assert check.to_json() == result.check.to_json() and check.reward is None
+    with pytest.raises(StorageError, match=r"an optimization result of schema 99, newer"):
+        OptimizeResult.from_json({**data, "schema_version": 99})

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol, TypeVar
 
 from kernelbot.errors import StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness.results import SCHEMA_VERSION, Evaluation, reward, speedup
+from kernelbot.history.records import TurnRecord
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec
 
@@ -57,6 +58,7 @@ class CheckReport:
             "schema_version": SCHEMA_VERSION,
             "operator": self.spec.name,
             "path": self.spec.path,
+            "spec": self.spec.to_json(),
             "device": self.fingerprint.to_dict(),
             "reference": timing(self.reference),
             "baselines": {"eager": timing(self.eager), "compile": timing(self.compiled)},
@@ -70,6 +72,25 @@ class CheckReport:
                 "reward": self.reward,
             }
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckReport:
+        """The report as to_json wrote it (this schema or an older one; a newer one is a StorageError)."""
+        _readable(data, "a check report")
+        baselines = data["baselines"]
+        reference = _evaluation("operator", data["reference"])
+        eager = _evaluation("eager", baselines["eager"])
+        assert reference is not None and eager is not None, "a check report always holds both"
+        candidate = data.get("candidate")
+        return cls(
+            spec=OperatorSpec.from_json(data["spec"]),
+            fingerprint=_fingerprint(data["device"]),
+            reference=reference,
+            eager=eager,
+            compiled=_evaluation("compile", baselines.get("compile")),
+            candidate=_evaluation("candidate", candidate),
+            candidate_path=None if candidate is None else candidate.get("source_path"),
+        )
 
 
 @dataclass
@@ -105,7 +126,28 @@ class CandidateResult:
             "side_by_side": self.side_by_side,
             "provisional_reward": self.provisional_reward,
             "source_path": self.source_path,
+            "evaluation": self.evaluation.public(),
+            "source": self.source,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CandidateResult:
+        evaluation = _evaluation("candidate", data["evaluation"])
+        assert evaluation is not None
+        return cls(
+            origin=data["origin"],
+            description=data["description"],
+            precision=data["precision"],
+            source=data["source"],
+            source_path=data["source_path"],
+            evaluation=evaluation,
+            reward=data["reward"],
+            speedup_vs_eager=data.get("speedup_vs_eager"),
+            speedup_vs_compile=data.get("speedup_vs_compile"),
+            wall_s=data.get("wall_s") or 0.0,
+            side_by_side=data.get("side_by_side"),
+            provisional_reward=data.get("provisional_reward"),
+        )
 
 
 @dataclass
@@ -127,22 +169,61 @@ class OptimizeResult:
 
     def to_json(self) -> dict[str, Any]:
         best = self.best
+        check = self.check.to_json()
         return {
+            "schema_version": SCHEMA_VERSION,
             "operator": self.check.spec.name,
             "agent": self.agent,
             "device": self.check.fingerprint.to_dict(),
-            "baselines": self.check.to_json()["baselines"],
+            "baselines": check["baselines"],
+            "check": check,
             "stopped_by": self.stopped_by,
             "wall_s": {k: round(v, 2) for k, v in self.phases_s.items()},
             "candidates": [c.to_json() for c in self.candidates],
             "skipped_rules": self.skipped,
+            "facts": self.facts,
             "agent_summary": self.agent_summary,
+            "transcript": [asdict(t) for t in self.transcript],
             "best": None if best is None else {**best.to_json(), "drop_in_path": self.best_path},
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OptimizeResult:
+        """The result as to_json wrote it: `kernelbot optimize --json`, or a run saved when the database
+        could not be written (this schema or an older one; a newer one is a StorageError)."""
+        _readable(data, "an optimization result")
+        best = data.get("best")
+        return cls(
+            check=CheckReport.from_json(data["check"]),
+            agent=data["agent"],
+            candidates=[CandidateResult.from_json(c) for c in data.get("candidates") or []],
+            skipped=dict(data.get("skipped_rules") or {}),
+            facts=dict(data.get("facts") or {}),
+            stopped_by=data.get("stopped_by") or "exhausted",
+            phases_s=dict(data.get("wall_s") or {}),
+            best_path=None if best is None else best.get("drop_in_path"),
+            transcript=[TurnRecord(**t) for t in data.get("transcript") or []],
+            agent_summary=dict(data.get("agent_summary") or {}),
+        )
 
 
 def _evaluation(subject: str, data: dict[str, Any] | None) -> Evaluation | None:
     return None if data is None else Evaluation.from_public(subject, data)
+
+
+def _fingerprint(device: dict[str, Any]) -> Fingerprint:
+    known = {f.name for f in fields(Fingerprint)}
+    return Fingerprint(**{k: v for k, v in device.items() if k in known})
+
+
+def _readable(data: dict[str, Any], what: str) -> None:
+    """Older schemas rebuild (what they lack stays at its default); a newer one is one line."""
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise StorageError(
+            f"{what} of schema {version!r}, newer than this kernelbot's ({SCHEMA_VERSION}): "
+            "upgrade kernelbot to read it"
+        )
 
 
 @dataclass
@@ -326,19 +407,12 @@ class ReviewResult:
     def from_json(cls, data: dict[str, Any]) -> ReviewResult:
         """The review as to_json wrote it, in this or an earlier schema (what those lack stays at its default):
         a stored run re-posts the comment it first posted."""
-        version = data.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:  # older ones rebuild with defaults
-            raise StorageError(
-                f"a review result of schema {version!r}, newer than this kernelbot's ({SCHEMA_VERSION}): "
-                "upgrade kernelbot to read it"
-            )
-        known = {f.name for f in fields(Fingerprint)}
-        device = {k: v for k, v in data["device"].items() if k in known}
+        _readable(data, "a review result")
         return cls(
             repository=data["repository"],
             base=data["base"],
             head=data["head"],
-            fingerprint=Fingerprint(**device),
+            fingerprint=_fingerprint(data["device"]),
             operators=[OperatorResult.from_json(op) for op in data["operators"]],
             run_id=data.get("run_id"),
             warnings=list(data.get("warnings") or []),

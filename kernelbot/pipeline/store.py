@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -236,7 +235,7 @@ def store_optimize(
     result: OptimizeResult, root: Path, url: str | None, *, fallback_dir: Path, wall_s: float | None = None
 ) -> tuple[int | None, str | None]:
     """(run id, None) when stored; (None, message) when the database failed and the run went to a JSON file."""
-    data = {**result.to_json(), "transcript": [asdict(t) for t in result.transcript]}
+    data = result.to_json()
     return _record(optimize_run(result, root, wall_s=wall_s), url, fallback_dir, "optimize", data)
 
 
