@@ -152,3 +152,41 @@ def test_base_and_head_of_an_operator_share_its_gpu(tmp_path: Path, monkeypatch:
     assert all(len(g) == 1 for g in gpus.values())  # base and head of one operator: one GPU
     assert all(len(r) == 2 for r in sides.values())  # (both sides did run)
     assert {g for (g,) in gpus.values()} == {"0", "1"}  # the two operators: one GPU each, side by side
+
+
+def test_the_agent_optimizes_on_a_gpu_of_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optimizer is handed a GPU the pool holds for it (while no other job has it), and the operator's
+    baselines in check_operator run on that GPU alone."""
+    from kernelbot.config import parse_config
+    from kernelbot.pipeline.check import check_operator
+    from kernelbot.spec import OperatorSpec
+
+    repo = GitRepoBuilder(tmp_path / "repo")
+    base = repo.commit({".github/kernelbot.yml": FAST_CONFIG, "ops/a.py": OP.format(k=2)})
+    head = repo.commit({"ops/a.py": OP.format(k=3)})
+    pool = GpuPool(fake("5"), tmp_path / "locks")
+    given: list[tuple[str, str | None, bool]] = []  # (operator, its GPU, whether that GPU's lock was held)
+
+    from kernelbot.errors import KernelbotError
+
+    def failing(spec: Any, root: Path, config: Any, time_s: float, gpu: str | None = None) -> Any:
+        held = gpu is not None and pool._try_lock(gpu) is None
+        given.append((spec.name, gpu, held))
+        raise KernelbotError("recorded, not run")
+
+    review = run_review(repo.root, base, head, collect("cpu"), pool=pool, optimizer=failing, time_s=600.0)
+    assert given == [("ops/a", "5", True)]
+    assert review.operators[0].error == "optimization: recorded, not run"
+
+    seen: list[str | None] = []
+    real = evaluate.Handle.__init__
+
+    def recording(self: evaluate.Handle, job: dict[str, Any], subject: str, settings: Any, **kw: Any) -> None:
+        seen.append(settings.gpu)
+        real(self, job, subject, settings, **kw)
+
+    monkeypatch.setattr(evaluate.Handle, "__init__", recording)
+    spec = OperatorSpec("ops/a", "kernelbench", "ops/a.py")
+    config = parse_config({"harness": {"time_budget_s": 0.2}}, "x")
+    report = check_operator(spec, repo.root, config, collect("cpu"), with_compile=False, gpu="5")
+    assert report.reference.ok and seen and set(seen) == {"5"}

@@ -446,7 +446,7 @@ def test_only_the_operators_a_command_names_are_optimized_and_share_the_agents_t
     monkeypatch.setattr(pipeline, "_measure", measured)
     given: dict[str, float] = {}
 
-    def optimizer(spec: Any, root: Path, config: Any, time_s: float) -> Any:
+    def optimizer(spec: Any, root: Path, config: Any, time_s: float, gpu: str | None = None) -> Any:
         given[spec.name] = time_s
         raise KernelbotError("not run in this test")
 

@@ -104,14 +104,16 @@ def check_operator(
     with_compile: bool = True,
     deadline: float | None = None,
     progress: Progress = lambda _: None,
+    gpu: str | None = None,
 ) -> CheckReport:
+    """`gpu`: the one GPU (a pool's) its sandboxes see; None: what the runner's environment shows."""
     device = fingerprint.device
     if not spec.supports(device):
         raise OperatorError(
             f"{spec.name} is declared for {', '.join(spec.decl.devices if spec.decl else [])} only; run with --device cuda on a GPU machine"
         )
     cache = baselines.cache_root(fingerprint.key)
-    settings = replace(settings_for(config, cache), deadline=deadline)
+    settings = replace(settings_for(config, cache), deadline=deadline, gpu=gpu)
     job = spec.job(root, device)
     spec_hash = spec.spec_hash(root)
 

@@ -133,17 +133,19 @@ def optimize_operator(
     rules_for_analysis: list[str] | None = None,
     progress: Progress = lambda _: None,
     started: float | None = None,
+    gpu: str | None = None,
 ) -> OptimizeResult:
-    """`started`: when the run began on time.monotonic()'s clock (a command's process start), else now."""
+    """`started`: when the run began on time.monotonic()'s clock (a command's process start), else now.
+    `gpu`: the one GPU (a pool's) every sandbox of this operator sees, baselines and candidates alike."""
     budget = budget or config.agent.budget
     started = time.monotonic() if started is None else started
     deadline = started + (time_s or config.agent.time_s)  # a hard bound: every request gets what is left
     check = check_operator(
-        spec, root, config, fingerprint, with_compile=True, deadline=deadline, progress=progress
+        spec, root, config, fingerprint, with_compile=True, deadline=deadline, progress=progress, gpu=gpu
     )
     job = spec.job(root, fingerprint.device)
     cache = baselines.cache_root(fingerprint.key)
-    settings = settings_for(config, cache)
+    settings = replace(settings_for(config, cache), gpu=gpu)
     phases = {"baselines": time.monotonic() - started}
     facts: dict[str, Any] = {}
     if deadline - time.monotonic() >= 1.0:  # no time left: no analysis either (the loop below stops at once)

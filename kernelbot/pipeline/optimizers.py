@@ -8,10 +8,10 @@ line or in a `/kernelbot optimize` comment) over the config's agent section.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from kernelbot.agents.base import Agent, ReplayAgent
 from kernelbot.agents.policy import Policy, load_policy
@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from kernelbot.agents.endpoint import RunBudget
 
 AgentKind = Literal["search", "llm", "replay"]
-Optimizer = Callable[[OperatorSpec, Path, Config, float], OptimizeResult]  # the float: seconds it may take
+
+
+class Optimizer(Protocol):
+    """Optimizes one operator within `time_s` seconds; `gpu`: the pool's GPU its sandboxes see (None: any)."""
+
+    def __call__(
+        self, spec: OperatorSpec, root: Path, config: Config, time_s: float, gpu: str | None = None
+    ) -> OptimizeResult: ...
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,9 @@ def make_optimizer(choice: AgentChoice, fingerprint: Fingerprint, out_dir: Path)
     rules = load_rules() if choice.kind != "replay" else []
     policies: dict[Path | None, Policy | None] = {}  # read once per run (one log line when it falls back)
 
-    def optimizer(spec: OperatorSpec, root: Path, config: Config, time_s: float) -> OptimizeResult:
+    def optimizer(
+        spec: OperatorSpec, root: Path, config: Config, time_s: float, gpu: str | None = None
+    ) -> OptimizeResult:
         nonlocal run_budget
         if run_budget is None:
             run_budget = RunBudget(max_cost_usd=config.agent.run_max_cost_usd)
@@ -162,6 +171,7 @@ def make_optimizer(choice: AgentChoice, fingerprint: Fingerprint, out_dir: Path)
             budget=choice.budget,
             time_s=time_s,
             rules_for_analysis=rewrites,
+            gpu=gpu,
         )
 
     return optimizer

@@ -284,7 +284,9 @@ def run_review(
                         progress(
                             f"[{index}/{len(targets)}] {target.spec.name}: optimizing ({budget:.0f} s at most)"
                         )
-                        _optimize(result, optimizer, target.spec, head_root, head_cfg, budget)
+                        # on one GPU of the pool, held for the agent's whole run (baselines, candidates)
+                        with pool.acquire() if pool is not None else contextlib.nullcontext() as gpu:
+                            _optimize(result, optimizer, target.spec, head_root, head_cfg, budget, gpu)
                 result.wall_s = time.monotonic() - begun
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.stop): keep what was measured
             review.interrupted = stop.acknowledge(exc)
@@ -310,10 +312,11 @@ def _optimize(
     root: Path,
     config: Config,
     time_s: float,
+    gpu: str | None,
 ) -> None:
     """A failing agent costs the operator its suggestion, never the review."""
     try:
-        result.optimization = optimizer(spec, root, config, time_s)
+        result.optimization = optimizer(spec, root, config, time_s, gpu)
     except KernelbotError as exc:
         result.error = f"optimization: {exc}"
         return
