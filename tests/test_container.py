@@ -55,6 +55,40 @@ def docker_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
+@pytest.fixture(scope="module")
+def inner_jail(docker_daemon: str) -> str | None:
+    """None where bubblewrap runs inside this daemon's containers, else the one-line refusal."""
+    from kernelbot.harness.container import ContainerSandbox
+
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = docker_daemon
+    try:
+        ContainerSandbox(device="cpu", memory_limit_mb=1024).close()
+        return None
+    except JailUnavailable as exc:
+        return str(exc)
+    finally:
+        if old is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = old
+
+
+@pytest.fixture
+def container_ok(inner_jail: str | None) -> None:
+    if inner_jail is not None:
+        pytest.skip(f"the container sandbox is refused on this machine, as it should be: {inner_jail[:300]}")
+
+
+def test_without_its_inner_sandbox_the_container_is_refused_in_one_line(inner_jail: str | None) -> None:
+    """Judge and subject as plain processes of one user in a container: the subject could write the relay's
+    answers (/proc/1/fd/1) or the trusted caches, so the container sandbox never runs that way."""
+    if inner_jail is None:
+        pytest.skip("bubblewrap runs inside this daemon's containers: nothing to refuse here")
+    assert "needs bubblewrap to work inside the container" in inner_jail and "\n" not in inner_jail
+    assert "harness.sandbox: process" in inner_jail
+
+
 def test_config_names_the_sandbox() -> None:
     assert parse_config({"harness": {"sandbox": "container"}}, "x").harness.sandbox == "container"
     assert parse_config({"harness": {"sandbox": "process"}}, "x").harness.sandbox == "bwrap"
@@ -74,7 +108,7 @@ def test_missing_docker_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 def test_container_gives_the_process_sandbox_verdict(
-    docker_daemon: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    docker_daemon: str, container_ok: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", docker_daemon)
     repo = GitRepoBuilder(tmp_path / "repo")
@@ -98,7 +132,7 @@ def test_container_gives_the_process_sandbox_verdict(
 
 
 def test_the_container_has_no_network_and_no_host_environment(
-    docker_daemon: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    docker_daemon: str, container_ok: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import docker
 

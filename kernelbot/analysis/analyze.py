@@ -72,10 +72,12 @@ def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float, sandbox
         request.write_text(
             json.dumps({"job": {**job, "root": str(root), "device": "cpu"}, "rewrites": rewrites})
         )
-        # The operator is the pull request's code: traced in the same OS sandbox as every evaluation.
+        # The operator is the pull request's code: traced in the same OS sandbox as every evaluation (with
+        # harness.sandbox: container, bubblewrap on the host: the trace runs on the CPU, reads the tree only,
+        # and what it answers is facts for ordering rules, never a verdict).
         proc = launch(
             [sys.executable, "-m", "kernelbot.analysis.tracer", str(request), str(answer)],
-            mode=sandbox,
+            mode="bwrap" if sandbox == "container" else sandbox,
             env=worker_env(None, "cpu"),
             readable=[root],
             writable=[Path(tmp)],

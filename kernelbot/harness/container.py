@@ -28,6 +28,8 @@ from kernelbot.harness.sandbox import SandboxFailure, worker_env
 IMAGE = "kernelbot-sandbox-empty:1"  # an empty image: everything it runs is bound in read-only
 PIDS_LIMIT = 512
 CACHE_MOUNT = "/kernelbot-cache"
+MAX_LINE = 64 << 20  # an answer is a few KB (outputs travel through the shared region): more is a fault
+START_S = 60.0  # the relay's first line (which inner sandbox it could make) must come within this
 
 
 def _client() -> Any:
@@ -113,7 +115,11 @@ class ContainerSandbox:
             mem_limit=f"{memory_limit_mb + 1024}m",  # the pair's own caps plus the relay and Python
             pids_limit=PIDS_LIMIT,
             cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
+            # Docker's default seccomp profile forbids the user namespaces bubblewrap makes inside (the inner
+            # wall between judge and subject); unconfined, the container is still no network, no capabilities,
+            # no new privileges, a read-only root and limits, around the same bubblewrap pair as the process
+            # sandbox: at least that sandbox's wall, never less (docs/security.md).
+            security_opt=["no-new-privileges", "seccomp=unconfined"],
             user=f"{os.getuid()}:{os.getgid()}",
             working_dir="/tmp",
             stdin_open=True,
@@ -126,6 +132,23 @@ class ContainerSandbox:
         self._buf, self._lines = b"", [b""]
         self._stderr = b""
         self.container.start()
+        # Inside, the judge and the subject need bubblewrap's separate sandboxes: as plain processes of one
+        # user the subject could write to the relay's stdout (/proc/1/fd/1) and forge every answer, or
+        # rewrite the trusted caches. Where the daemon's seccomp profile forbids the user namespaces bubblewrap
+        # needs, the container sandbox is refused in one line, never run without its inner wall.
+        try:
+            hello = self._readline(time.monotonic() + START_S)
+            ready = json.loads(hello) if hello else {}
+        except (TimeoutError, ValueError):
+            ready = {}
+        if not isinstance(ready, dict) or ready.get("jail") != "bwrap":
+            why = ready.get("jail_unavailable") if isinstance(ready, dict) else None
+            self.kill()
+            raise jail.JailUnavailable(
+                "harness.sandbox: container needs bubblewrap to work inside the container "
+                f"({why or 'the relay did not start'}); run the Docker daemon with a seccomp profile that "
+                "allows user namespaces, or use harness.sandbox: process"
+            )
 
     def _read_frame(self, deadline: float) -> tuple[int, bytes] | None:
         while len(self._buf) < 8 or len(self._buf) < 8 + struct.unpack(">I", self._buf[4:8])[0]:
@@ -154,6 +177,8 @@ class ContainerSandbox:
                 self._stderr = (self._stderr + frame[1])[-4000:]
             else:
                 self._lines[-1] += frame[1]
+                if len(self._lines[-1]) > MAX_LINE:
+                    raise ValueError(f"an answer line over {MAX_LINE >> 20} MiB")
         line, rest = self._lines[-1].split(b"\n", 1)
         self._lines[-1] = rest
         return line
@@ -168,15 +193,23 @@ class ContainerSandbox:
             raise SandboxFailure(
                 "timeout", f"no answer within {timeout_s:g} s; the container was killed"
             ) from None
+        except ValueError as exc:
+            self.kill()
+            raise SandboxFailure("crashed", f"the container's answer was not readable: {exc}") from None
         if line is None:
             tail = " | ".join(self._stderr.decode(errors="replace").strip().splitlines()[-4:])
             raise SandboxFailure(
                 "crashed", f"the container ended before answering{': ' + tail if tail else ''}"
             )
-        answer = json.loads(line)
-        if "sandbox_failure" in answer:
-            raise SandboxFailure(*answer["sandbox_failure"])
-        return dict(answer["answer"])
+        try:
+            answer = json.loads(line)
+            if "sandbox_failure" in answer:
+                status, reason = answer["sandbox_failure"]
+                raise SandboxFailure(str(status), str(reason))
+            return dict(answer["answer"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self.kill()
+            raise SandboxFailure("crashed", "the container's answer was not readable") from None
 
     def kill(self) -> None:
         with contextlib.suppress(Exception):
@@ -196,18 +229,22 @@ def _relay(argv: list[str]) -> int:
 
     device, memory_mb, untrusted, cache = argv[0], int(argv[1]), argv[2] == "1", argv[3]
     readable = [Path(p) for p in argv[4:]]
+    out = sys.stdout.buffer
     try:
         jail.require("bwrap")
-        mode = "bwrap"
-    except jail.JailUnavailable:
-        mode = "none"  # the container is the wall; docs/security.md says what that leaves inside
-    out = sys.stdout.buffer
+    except jail.JailUnavailable:  # never plain processes in here: the host refuses (ContainerSandbox)
+        why = jail.probe() or "bubblewrap cannot run"
+        out.write((json.dumps({"jail_unavailable": why}) + "\n").encode())
+        out.flush()
+        return 1
+    out.write(b'{"jail": "bwrap"}\n')
+    out.flush()
     with Sandbox(
         device=device,
         memory_limit_mb=memory_mb,
         cache_dir=Path(cache) if cache else None,
         readable=readable,
-        mode=mode,
+        mode="bwrap",
         untrusted_cache=untrusted,
     ) as sandbox:
         for line in sys.stdin.buffer:
