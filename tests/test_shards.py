@@ -201,6 +201,59 @@ def test_merge_refuses_shards_of_another_head(pr: tuple[GitRepoBuilder, str, str
     assert merged.review.warnings[0].startswith("shard 2/2 did not report:")
 
 
+def test_a_forged_or_malformed_artifact_is_refused_or_kept_to_its_own_shard(
+    pr: tuple[GitRepoBuilder, str, str], tmp_path: Path
+) -> None:
+    """Artifacts come from runners that ran the PR's code: a shard speaks only for the operators the plan gave
+    it (a row for another shard's operator is left out, a dropped one is "not reported"), and an artifact that
+    does not rebuild, or whose name and content disagree, is one line naming the file."""
+    _, base, head = pr
+    from kernelbot.fingerprint import collect
+    from kernelbot.pipeline.results import OperatorResult, ReviewResult
+    from kernelbot.pipeline.shards import Planned
+
+    fp = collect("cpu")
+    plan = Plan("o/r", base, head, [[Planned("ops/a", "ops/a.py", "modified", 1.0, True)],
+                                    [Planned("ops/b", "ops/b.py", "modified", 1.0, True)]])  # fmt: skip
+    forged = ReviewResult("o/r", base, head, fp)
+    fake = OperatorResult("ops/a", "ops/a.py", "modified", [], 0.03, verdict="improvement")
+    forged.operators.append(fake)  # shard 2 speaks for shard 1's operator and drops its own
+    honest = ReviewResult("o/r", base, head, fp)
+    honest.operators.append(OperatorResult("ops/a", "ops/a.py", "modified", [], 0.03, verdict="regression"))
+    merged = merge([ShardResult(1, 2, ["ops/a"], honest), ShardResult(2, 2, ["ops/b"], forged)], plan).review
+    rows = {op.name: op for op in merged.operators}
+    assert [op.verdict for op in merged.operators if op.name == "ops/a"] == ["regression"]
+    assert rows["ops/b"].error is not None and rows["ops/b"].error.startswith("not reported: shard 2/2")
+    assert any("did not give it, left out: ops/a" in w for w in merged.warnings)
+    with pytest.raises(UsageError, match=r"shard 3, not one of the 1\.\.2"):
+        merge([ShardResult(3, 2, [], honest)], plan)
+
+    good = ShardResult(1, 2, ["ops/a"], honest).to_json()
+    cases = {
+        "list": [good],
+        "wall": {**good, "review": {**good["review"], "wall_s": "9"}},
+        "ratio": {**good, "review": {**good["review"], "operators": [{**good["review"]["operators"][0], "ratio": "x"}]}},
+    }  # fmt: skip
+    for name, data in cases.items():
+        folder = tmp_path / name / "kernelbot-shard-1"
+        folder.mkdir(parents=True)
+        (folder / "kernelbot-shard-1-of-2.json").write_text(json.dumps(data))
+        with pytest.raises(
+            UsageError, match=r"cannot read shard artifact .*kernelbot-shard-1-of-2\.json: \w+"
+        ):
+            read_artifacts([tmp_path / name])
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    (renamed / "kernelbot-shard-2-of-2.json").write_text(json.dumps(good))  # shard 1's content
+    with pytest.raises(UsageError, match="its name says one shard and its content another"):
+        read_artifacts([renamed])
+
+
+def test_merge_publish_needs_the_trusted_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["merge", str(tmp_path), "--publish"]) == 2
+    assert "merge --publish needs --plan" in capsys.readouterr().err
+
+
 # -- one PostgreSQL shared by the fleet ---------------------------------------------------------------
 
 SHARDS_AT_ONCE = 3

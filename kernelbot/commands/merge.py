@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    if args.publish and args.plan is None:  # the artifacts come from runners that ran PR code: the plan,
+        # made by the trusted job, says which shards and operators there are and which commits were reviewed
+        raise UsageError("merge --publish needs --plan PLAN.json (the plan the trusted job made)")
     plan = None
     if args.plan is not None:
         try:

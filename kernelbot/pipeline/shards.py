@@ -8,6 +8,7 @@ GitHub Actions is the distributed engine: `kernelbot plan` writes the job matrix
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -177,17 +178,49 @@ class ShardResult:
         return f"kernelbot-shard-{self.shard}-of-{self.of}.json"
 
 
+ARTIFACT_NAME = re.compile(r"kernelbot-shard-(\d+)-of-(\d+)\.json")
+
+
 def read_artifacts(dirs: Iterable[Path]) -> list[ShardResult]:
-    """Every shard artifact under `dirs` (searched recursively, as download-artifact lays them out)."""
+    """Every shard artifact under `dirs` (searched recursively, as download-artifact lays them out).
+
+    An artifact is data made by a runner that ran the PR's code: a file whose name and content disagree on
+    the shard, or whose content does not rebuild and render as a review, is refused in one line naming it
+    (never a traceback, never half-used)."""
     found = []
     for d in dirs:
         paths = [d] if d.is_file() else sorted(d.rglob("kernelbot-shard-*.json"))
         for path in paths:
             try:
-                found.append(ShardResult.from_json(json.loads(path.read_text())))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise UsageError(f"cannot read shard artifact {path}: {type(exc).__name__}") from None
+                result = ShardResult.from_json(json.loads(path.read_text()))
+                named = ARTIFACT_NAME.fullmatch(path.name)
+                if named is None or (int(named[1]), int(named[2])) != (result.shard, result.of):
+                    raise ValueError(
+                        f"its name says one shard and its content another ({result.shard}/{result.of})"
+                    )
+                _check_types(result.review)
+                result.review.markdown()  # everything the comment will show renders
+            except UsageError:
+                raise
+            except Exception as exc:  # untrusted data: any fault is one line naming the file
+                why = str(exc).splitlines()[0][:200] if str(exc) else ""
+                raise UsageError(
+                    f"cannot read shard artifact {path}: {type(exc).__name__}{': ' + why if why else ''}"
+                ) from None
+            found.append(result)
     return found
+
+
+def _check_types(review: ReviewResult) -> None:
+    """The numbers merge and the comment compute with are numbers (JSON lets an artifact say "9")."""
+    numbers = [("wall_s", review.wall_s), ("time_budget_s", review.time_budget_s)]
+    for op in review.operators:
+        numbers += [(f"{op.name}.{k}", getattr(op, k)) for k in ("ratio", "p_value", "threshold", "wall_s")]
+        if not all(isinstance(x, str) for x in (op.name, op.path, op.change)):
+            raise TypeError(f"operator {op.name!r}: name, path and change must be text")
+    for name, value in numbers:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise TypeError(f"{name} is {type(value).__name__}, not a number")
 
 
 @dataclass
@@ -214,6 +247,8 @@ def merge(results: list[ShardResult], plan: Plan | None = None) -> Merged:
     total = plan.count if plan else max(r.of for r in results)
     by_shard: dict[int, ShardResult] = {}
     for r in results:
+        if not 1 <= r.shard <= total:
+            raise UsageError(f"an artifact for shard {r.shard}, not one of the 1..{total} being merged")
         if (r.review.base, r.review.head) != (base, head) or r.of != total:
             raise UsageError(
                 f"shard {r.shard}/{r.of} reviewed {r.review.base[:10]}..{r.review.head[:10]}, not the "
@@ -242,7 +277,20 @@ def merge(results: list[ShardResult], plan: Plan | None = None) -> Merged:
                 )
                 merged.operators.append(row)
             continue
-        for op in shard.review.operators:
+        reported = shard.review.operators
+        if plan is not None:  # a shard speaks for its own operators only, and for each of them
+            given = {op.name: op for op in plan.shard(k)}
+            extra = sorted(op.name for op in reported if op.name not in given)
+            if extra:
+                merged.warnings.append(
+                    f"shard {k}/{total} reported operators the plan did not give it, left out: {', '.join(extra)}"
+                )
+            reported = [op for op in reported if op.name in given]
+            for name in sorted(set(given) - {op.name for op in reported}):
+                row = OperatorResult(name, given[name].path, given[name].change, [], 0.0)
+                row.error = f"not reported: shard {k}/{total} did not include this operator in its results"
+                reported.append(row)
+        for op in reported:
             if len(labels) > 1:
                 op.notes.append(f"base and head timed on {_label(shard.review)} (shard {k}/{total})")
             merged.operators.append(op)
