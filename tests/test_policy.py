@@ -209,6 +209,38 @@ def test_a_missing_or_stale_policy_falls_back_with_one_line(
     assert len(caplog.records) == 1 and "policies/mine.json" in caplog.records[0].getMessage()
 
 
+def test_a_hostile_policy_file_is_refused_in_one_line(
+    trained: Policy, rules: list[Rule], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A policy is read from the checkout under review: whatever it holds, the run goes on in the fixed
+    order (no crash, no endless tree walk, no overflow, no file outside it read)."""
+    data = trained.to_json()
+    assert data["models"]["win"] is not None, "the fixture trains trees"
+    tree = data["models"]["win"]["trees"][0]
+    hostile = {
+        "list": [data],
+        "cycle": {**data, "models": {**data["models"], "win": {**data["models"]["win"], "trees": [
+            {**tree, "left": [0, *tree["left"][1:]]}]}}},
+        "feature": {**data, "models": {**data["models"], "win": {**data["models"]["win"], "trees": [
+            {**tree, "feature": [10**6, *tree["feature"][1:]]}]}}},
+        "count": {**data, "rules": {k: {**v, "n": "7"} for k, v in data["rules"].items()}},
+        "nan": {**data, "prior": {**data["prior"], "log_speedup": float("nan")}},
+        "deep": "[" * 100_000 + "]" * 100_000,
+    }  # fmt: skip
+    for name, content in hostile.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        assert "unreadable" in _one_line(caplog, path, rules), name
+    huge = {**data, "prior": {**data["prior"], "log_speedup": 1e6}}  # finite: clamped, not an overflow
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(huge))
+    loaded = load_policy(path, rules)
+    assert loaded is not None and loaded.estimate("no-such-rule", {}).speedup == pytest.approx(math.exp(20))
+    link = tmp_path / "link.json"
+    link.symlink_to("/etc/hostname")
+    assert "symbolic link" in _one_line(caplog, link, rules)
+
+
 SOURCE = """import torch
 
 

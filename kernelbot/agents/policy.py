@@ -24,6 +24,9 @@ EXPLORE_BELOW = 5  # ... among rules seen fewer times than this (a rule with no 
 PRIOR_STRENGTH = 4.0  # pseudo-observations of the pooled Beta prior, blended with the trees by a rule's rows
 DEFAULT_COST_S = 30.0  # an evaluation's seconds where nothing was ever timed
 MIN_SPEEDUP = 1.05  # a reward of 2 means more than 5% faster: the least a win is worth
+MAX_FILE_BYTES = 32 << 20  # a policy is data read from a checkout: bounded before it is parsed
+MAX_NODES = 1_000_000  # over all trees of a model
+LOG_BOUND = 20.0  # ln(speedup) and ln(seconds) are clamped to +-this before exp (a file cannot overflow it)
 
 log = logging.getLogger("kernelbot.policy")
 
@@ -188,8 +191,8 @@ class Policy:
             log_c = self.cost.raw(x)
         else:
             log_c = stats.log_cost if stats.log_cost is not None else self.prior_log_cost
-        speedup = max(MIN_SPEEDUP, math.exp(log_s))
-        return Estimate(rule, p, speedup, max(0.1, math.exp(log_c)), stats.n)
+        speedup = max(MIN_SPEEDUP, math.exp(_clamp(log_s)))
+        return Estimate(rule, p, speedup, max(0.1, math.exp(_clamp(log_c))), stats.n)
 
     def order(
         self,
@@ -253,19 +256,78 @@ class Policy:
         models = data["models"]
         trees = {k: None if models.get(k) is None else Trees(**models[k]) for k in ("win", "speedup", "cost")}
         prior = data["prior"]
-        return cls(
+        policy = cls(
             Vocabulary(**data["vocabulary"]),
-            {k: RuleStats(**v) for k, v in data["rules"].items()},
+            {str(k): RuleStats(**v) for k, v in data["rules"].items()},
             float(prior["win"]),
             float(prior["log_speedup"]),
             float(prior["log_cost"]),
             **trees,
             trained=dict(data.get("trained", {})),
         )
+        _validate(policy)
+        return policy
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def _clamp(x: float) -> float:
+    return max(-LOG_BOUND, min(LOG_BOUND, x))
+
+
+def _finite(what: str, *values: Any) -> None:
+    for v in values:
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{what}: {v!r} is not a finite number")
+
+
+def _validate(policy: Policy) -> None:
+    """A policy file is data from a checkout: every number finite, every tree a tree (children after their
+    node, so a walk always ends at a leaf), every feature one the vocabulary has; ValueError otherwise."""
+    voc = policy.vocabulary
+    for name in ("ops", "modules", "gpus", "rules"):
+        if not all(isinstance(x, str) for x in getattr(voc, name)):
+            raise ValueError(f"vocabulary.{name} holds something other than names")
+    width = len(voc.names())
+    _finite("prior", policy.prior_win, policy.prior_log_speedup, policy.prior_log_cost)
+    for rule, st in policy.rules.items():
+        _finite(f"rules.{rule}", st.log_speedup_win, st.log_cost)
+        if not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (st.n, st.wins, st.n_cost)
+        ):
+            raise ValueError(f"rules.{rule}: counts must be whole numbers >= 0")
+    nodes = 0
+    for label, model in (("win", policy.win), ("speedup", policy.speedup), ("cost", policy.cost)):
+        if model is None:
+            continue
+        _finite(f"models.{label}", model.init, model.rate)
+        for t in model.trees:
+            cols: list[Any] = [t.get(k) for k in ("left", "right", "feature", "threshold", "value")]
+            if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1 or not cols[0]:
+                raise ValueError(f"models.{label}: a tree's arrays differ in length or are empty")
+            left, right, feature, threshold, value = cols
+            size = len(left)
+            nodes += size
+            _finite(f"models.{label}", *threshold, *value)
+            for i in range(size):
+                leaf = left[i] == -1
+                if leaf != (right[i] == -1):
+                    raise ValueError(f"models.{label}: node {i} has one child")
+                if not leaf and not (
+                    isinstance(left[i], int)
+                    and isinstance(right[i], int)
+                    and i < left[i] < size
+                    and i < right[i] < size
+                ):
+                    raise ValueError(f"models.{label}: node {i}'s children are not nodes after it")
+                if not leaf and not (isinstance(feature[i], int) and 0 <= feature[i] < width):
+                    raise ValueError(f"models.{label}: node {i} splits on a feature the vocabulary lacks")
+    if nodes > MAX_NODES:
+        raise ValueError(f"{nodes} tree nodes, more than {MAX_NODES}")
 
 
 def load_policy(path: Path | None, rules: Sequence[Rule]) -> Policy | None:
@@ -275,14 +337,19 @@ def load_policy(path: Path | None, rules: Sequence[Rule]) -> Policy | None:
         return None
     why = None
     try:
+        if path.is_symlink():  # a checkout's link could point anywhere on the runner
+            raise ValueError("a symbolic link; name the file itself")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"over {MAX_FILE_BYTES >> 20} MiB")
         policy = Policy.from_json(json.loads(path.read_text()))
         unknown = sorted(set(policy.rules) - {r.id for r in rules})
         if unknown:
             why = f"trained on rules that no longer exist ({', '.join(unknown[:3])}); retrain with `kernelbot train`"
     except FileNotFoundError:
         why = "no such file"
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
-        why = f"unreadable ({exc}); retrain with `kernelbot train`"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        # json.JSONDecodeError is a ValueError; AttributeError: a JSON list or number where a mapping belongs
+        why = f"unreadable ({' '.join(str(exc).split())[:200]}); retrain with `kernelbot train`"
     if why is not None:
         log.warning("kernelbot: search policy %s: %s; using the rules' fixed order", path, why)
         return None
