@@ -131,8 +131,8 @@ def test_plan_merge_round_trip_names_the_missing_shard(
     artifacts = tmp_path / "artifacts"
     for k in (1, 3):
         code = main(["review", "--repo", str(repo.root), "--base", base, "--head", head, "--shard", f"{k}/3",
-                     "--plan", str(plan_file), "--artifact", str(artifacts / f"shard-{k}"), "--db", db,
-                     "--pr", "21"])  # fmt: skip
+                     "--plan", str(plan_file), "--artifact", str(artifacts / f"shard-{k}"),
+                     "--db", str(tmp_path / f"runner-{k}.db"), "--pr", "21"])  # fmt: skip
         assert code == 0
     results = read_artifacts([artifacts])
     assert [(r.shard, r.operators) for r in results] == [(1, shares[0]), (3, shares[2])]
@@ -175,15 +175,18 @@ def test_plan_merge_round_trip_names_the_missing_shard(
     assert "missing-shards=2" in (tmp_path / "output").read_text()
     merged = json.loads((out / "review.json").read_text())
     assert [op["name"] for op in merged["operators"]] == NAMES
-    # The history: two completed shard runs, and shard 2 as a failed run naming its operators.
+    # The shared history (the shards ran with their runners' own databases, no secret): the merged review
+    # as one completed run holding every operator, and shard 2 as a failed run naming its operators.
     history = History.open(db)
     try:
         runs = history.runs()
+        [done] = [history.get_run(r.run_id) for r in runs if r.status == "completed"]
     finally:
         history.close()
-    assert sorted(r.status for r in runs) == ["completed", "completed", "failed"]
+    assert sorted(r.status for r in runs) == ["completed", "failed"]
     failed = next(r for r in runs if r.status == "failed")
     assert missing in (failed.error or "")
+    assert done.report is not None and [op["name"] for op in done.report["operators"]] == NAMES
 
 
 def test_merge_refuses_shards_of_another_head(pr: tuple[GitRepoBuilder, str, str]) -> None:

@@ -116,6 +116,13 @@ def test_pr_code_never_runs_in_a_job_that_can_write(name: str, tmp_path: Path) -
     for job_name in measuring:
         assert _writes(jobs[job_name]) == [], f"{job_name} runs PR code and must not hold write permissions"
         assert jobs[job_name]["permissions"].get("contents") == "read"
+        # Nor a secret where PR code executes (it could read its parent's environment or command line); a job
+        # that only reads the checkout as data (the fleet's plan: ASTs, YAML) may hold the history's URL.
+        job = jobs[job_name]
+        executes = isinstance(job.get("runs-on"), list) or "kernelbot review" in json.dumps(job)
+        if executes:
+            assert "secrets." not in json.dumps(job), f"{job_name} runs PR code and holds a secret"
+            assert "environment" not in job, f"{job_name} runs PR code in a deployment environment"
     for job_name, job in jobs.items():
         if not _writes(job):
             continue

@@ -14,6 +14,7 @@ from kernelbot.errors import UsageError
 from kernelbot.github.payload import build_payload, publish
 from kernelbot.github.workflow import client, run_url, workflow_command, write_output, write_summary
 from kernelbot.pipeline.shards import Plan, merge, read_artifacts, record_missing
+from kernelbot.pipeline.store import store_review
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--plan", type=Path, help="the plan the shards ran (names a missing shard's operators)"
     )
     parser.add_argument("--out", type=Path, default=Path("kernelbot-out"), help="report, review and payload")
-    parser.add_argument("--db", metavar="URL|FILE", help="record a failed run for each missing shard here")
+    parser.add_argument(
+        "--db",
+        metavar="URL|FILE",
+        help="store the merged review, and a failed run for each missing shard, here",
+    )
     parser.add_argument("--publish", action="store_true", help="post the comment and check run to GitHub")
     parser.add_argument("--pr", type=int, help="the pull request (default: the event's)")
     parser.add_argument("--head-sha", help="the head commit the trusted job pinned (the shards must match)")
@@ -49,7 +54,18 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     review = merged.review
     review.repository = env.get("GITHUB_REPOSITORY") or review.repository
     pr = args.pr if args.pr is not None else _pinned(args, env)[1]
-    problems = record_missing(merged, args.db, pr) if merged.missing and args.db else []
+    problems = []
+    if args.db:  # stored before anything is posted: the merged review as one run (publish --run-id re-posts
+        # it), and each missing shard as a failed run naming its operators
+        _, problem = store_review(
+            review,
+            args.db,
+            trigger="pull_request" if pr else "local",
+            pr_number=pr,
+            fallback_dir=Path(args.out),
+        )
+        problems += [problem] if problem else []
+        problems += record_missing(merged, args.db, pr) if merged.missing else []
     for warning in review.warnings + problems:
         print(workflow_command("warning", warning) if env.get("GITHUB_ACTIONS") else f"warning: {warning}")
     repo = args.repo
