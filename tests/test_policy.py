@@ -193,7 +193,15 @@ def test_a_missing_or_stale_policy_falls_back_with_one_line(
     gone.write_text(
         json.dumps({**data, "rules": {**data["rules"], "a-rule-since-removed": data["rules"][RULES[0]]}})
     )
-    assert "a-rule-since-removed" in _one_line(caplog, gone, rules)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kernelbot.policy"):
+        kept = load_policy(gone, rules)  # one renamed rule costs its own statistics, not the whole order
+    assert (
+        kept is not None
+        and "a-rule-since-removed" not in kept.rules
+        and set(kept.rules) == set(data["rules"])
+    )
+    assert len(caplog.records) == 1 and "a-rule-since-removed" in caplog.records[0].getMessage()
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     _one_line(caplog, broken, rules)
@@ -370,3 +378,15 @@ def test_search_trajectories_are_exported(history_url: str, tmp_path: Path) -> N
     assert first["operator"]["facts"]["eager_ms"] > 0 and first["final"]["origin"] == LAUNCH_BOUND_WINNER
     assert export_trajectories(history_url, tmp_path / "llm.jsonl", agent="llm").written == 0
     assert main(["export", "trajectories", "--agent", "search", "--db", history_url, "--out", str(out)]) == 0
+
+
+def test_a_rule_tried_twice_in_one_search_replays_by_its_best_try() -> None:
+    from kernelbot.agents.learning import Episode, TrainingRow, _replay
+
+    def row(rule: str, reward: int, s: float | None) -> TrainingRow:
+        return TrainingRow("e", "op", rule, {}, reward, s, 10.0)
+
+    episode = Episode("e", "op", {}, [row("a", -1, None), row("b", 1, 1.0), row("a", 3, 2.0)])
+    assert episode.target is not None and episode.target.rule == "a"
+    assert _replay(["b", "a"], episode).evaluations == 2  # was a ValueError: the target's row not kept
+    assert _replay(["a", "b"], episode).evaluations == 1

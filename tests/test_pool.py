@@ -190,3 +190,20 @@ def test_the_agent_optimizes_on_a_gpu_of_the_pool(tmp_path: Path, monkeypatch: p
     config = parse_config({"harness": {"time_budget_s": 0.2}}, "x")
     report = check_operator(spec, repo.root, config, collect("cpu"), with_compile=False, gpu="5")
     assert report.reference.ok and seen and set(seen) == {"5"}
+
+
+def test_a_planted_link_in_the_lock_directory_is_never_followed(tmp_path: Path) -> None:
+    """The lock directory is shared by the machine's runners: a link where GPU 0's lock belongs is refused in
+    one line, and the file it points to is left as it was."""
+    from kernelbot.errors import KernelbotError
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    pool = GpuPool(fake("0"), locks)
+    (locks / "gpu-0.lock").symlink_to(victim)
+    lock = pool.acquire()
+    with pytest.raises(KernelbotError, match=r"cannot take GPU 0's lock .*KERNELBOT_GPU_LOCK_DIR") as err:
+        lock.__enter__()
+    assert "\n" not in str(err.value) and victim.read_text() == "keep me\n"

@@ -208,9 +208,13 @@ def episodes(rows: Sequence[TrainingRow]) -> list[Episode]:
 def _replay(order: Sequence[str], episode: Episode) -> Replay:
     target = episode.target
     assert target is not None
-    by_rule = {r.rule: r for r in episode.rows}
+    by_rule: dict[str, TrainingRow] = {}  # a rule tried twice in one search (a retry): its best try counts
+    for r in episode.rows:
+        kept = by_rule.get(r.rule)
+        if kept is None or (r.reward, r.speedup or 0.0) > (kept.reward, kept.speedup or 0.0):
+            by_rule[r.rule] = r
     ran = [by_rule[rule] for rule in order if rule in by_rule]
-    upto = ran[: ran.index(target) + 1]
+    upto = ran[: next(i for i, r in enumerate(ran) if r.rule == target.rule) + 1]
     return Replay(len(upto), sum(r.wall_s or 0.0 for r in upto), any(r.win for r in ran[:BUDGET]))
 
 

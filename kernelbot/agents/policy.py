@@ -343,8 +343,15 @@ def load_policy(path: Path | None, rules: Sequence[Rule]) -> Policy | None:
             raise ValueError(f"over {MAX_FILE_BYTES >> 20} MiB")
         policy = Policy.from_json(json.loads(path.read_text()))
         unknown = sorted(set(policy.rules) - {r.id for r in rules})
-        if unknown:
-            why = f"trained on rules that no longer exist ({', '.join(unknown[:3])}); retrain with `kernelbot train`"
+        if unknown:  # what it learned of the others still holds: those rules' statistics are dropped
+            for rule in unknown:
+                del policy.rules[rule]
+            log.warning(
+                "kernelbot: search policy %s: trained on rules that no longer exist (%s), ignored; retrain "
+                "with `kernelbot train`",
+                path,
+                ", ".join(unknown[:3]),
+            )
     except FileNotFoundError:
         why = "no such file"
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:

@@ -104,14 +104,59 @@ class ContainerSandbox:
         relay = [sys.executable, "-m", "kernelbot.harness.container", device, str(memory_limit_mb)]
         relay += ["1" if untrusted_cache else "0", CACHE_MOUNT if cache_dir is not None else ""]
         relay += [str(Path(p).resolve()) for p in readable]
-        self.container = client.containers.create(
+        try:
+            self.container = self._create(
+                client, relay, env, list(readable), cache_dir, device, memory_limit_mb, requests
+            )
+        except docker.errors.DockerException as exc:  # e.g. no nvidia runtime, a bind the daemon lacks
+            why = " ".join(str(exc).split())[:300]
+            raise jail.JailUnavailable(
+                f"harness.sandbox: container: the Docker daemon refused the sandbox's container ({why}); "
+                "fix the daemon (NVIDIA runtime on CUDA, the host paths visible to it) or use harness.sandbox: process"
+            ) from None
+        self._sock = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        self._raw: socket.socket = getattr(self._sock, "_sock", self._sock)
+        self._buf, self._lines = b"", [b""]
+        self._stderr = b""
+        self.container.start()
+        # Inside, the judge and the subject need bubblewrap's separate sandboxes: as plain processes of one
+        # user the subject could write to the relay's stdout (/proc/1/fd/1) and forge every answer, or
+        # rewrite the trusted caches. Where the daemon's seccomp profile forbids the user namespaces bubblewrap
+        # needs, the container sandbox is refused in one line, never run without its inner wall.
+        ready: Any = {}
+        try:
+            hello = self._readline(time.monotonic() + START_S)
+            ready = json.loads(hello) if hello else {}
+        except (TimeoutError, ValueError):
+            pass
+        if not isinstance(ready, dict) or ready.get("jail") != "bwrap":
+            reason = ready.get("jail_unavailable") if isinstance(ready, dict) else None
+            self.kill()
+            raise jail.JailUnavailable(
+                "harness.sandbox: container needs bubblewrap to work inside the container "
+                f"({reason or 'the relay did not start'}); run the Docker daemon with a seccomp profile that "
+                "allows user namespaces, or use harness.sandbox: process"
+            )
+
+    @staticmethod
+    def _create(
+        client: Any,
+        relay: list[str],
+        env: dict[str, str],
+        readable: list[Path],
+        cache_dir: Path | None,
+        device: str,
+        memory_limit_mb: int,
+        requests: list[Any],
+    ) -> Any:
+        return client.containers.create(
             IMAGE,
             relay,
             environment=env,  # the allow-list only: nothing else of the host's environment
             network_mode="none",
             read_only=True,
             tmpfs={"/tmp": "rw,exec,size=4g", "/dev/shm": "rw,size=4g"},
-            volumes=_binds(list(readable), cache_dir),
+            volumes=_binds(readable, cache_dir),
             mem_limit=f"{memory_limit_mb + 1024}m",  # the pair's own caps plus the relay and Python
             pids_limit=PIDS_LIMIT,
             cap_drop=["ALL"],
@@ -127,28 +172,6 @@ class ContainerSandbox:
             runtime="nvidia" if device == "cuda" else None,
             labels={"kernelbot": "sandbox"},
         )
-        self._sock = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        self._raw: socket.socket = getattr(self._sock, "_sock", self._sock)
-        self._buf, self._lines = b"", [b""]
-        self._stderr = b""
-        self.container.start()
-        # Inside, the judge and the subject need bubblewrap's separate sandboxes: as plain processes of one
-        # user the subject could write to the relay's stdout (/proc/1/fd/1) and forge every answer, or
-        # rewrite the trusted caches. Where the daemon's seccomp profile forbids the user namespaces bubblewrap
-        # needs, the container sandbox is refused in one line, never run without its inner wall.
-        try:
-            hello = self._readline(time.monotonic() + START_S)
-            ready = json.loads(hello) if hello else {}
-        except (TimeoutError, ValueError):
-            ready = {}
-        if not isinstance(ready, dict) or ready.get("jail") != "bwrap":
-            why = ready.get("jail_unavailable") if isinstance(ready, dict) else None
-            self.kill()
-            raise jail.JailUnavailable(
-                "harness.sandbox: container needs bubblewrap to work inside the container "
-                f"({why or 'the relay did not start'}); run the Docker daemon with a seccomp profile that "
-                "allows user namespaces, or use harness.sandbox: process"
-            )
 
     def _read_frame(self, deadline: float) -> tuple[int, bytes] | None:
         while len(self._buf) < 8 or len(self._buf) < 8 + struct.unpack(">I", self._buf[4:8])[0]:

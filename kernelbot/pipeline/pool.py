@@ -22,11 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from kernelbot.errors import KernelbotError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 LOCK_DIR = "/tmp/kernelbot-gpu-locks"  # machine-wide by default: runners of one machine share /tmp
 POLL_S = 0.05  # how often a job waiting for a GPU held by another process looks again
+
+
+class PoolError(KernelbotError):
+    """A GPU's lock cannot be taken (the lock directory); one line naming the fix."""
 
 
 @dataclass(frozen=True)
@@ -104,15 +110,26 @@ class GpuPool:
         return self.lock_dir / f"gpu-{''.join(c if c.isalnum() or c in '-_' else '_' for c in gpu_id)}.lock"
 
     def _try_lock(self, gpu_id: str) -> int | None:
-        self.lock_dir.mkdir(parents=True, exist_ok=True, mode=0o1777)
-        fd = os.open(self._lock_path(gpu_id), os.O_RDWR | os.O_CREAT, 0o666)
+        # The directory is shared by the machine's runners: made sticky and world-writable on purpose (the
+        # umask would narrow mkdir's mode), and a lock file is never followed through a link nor written to,
+        # so a planted symlink cannot make this job truncate or lock a file of its choosing.
+        path = self._lock_path(gpu_id)
+        try:
+            if not self.lock_dir.is_dir():
+                self.lock_dir.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(PermissionError):
+                    os.chmod(self.lock_dir, 0o1777)
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise PoolError(
+                f"cannot take GPU {gpu_id}'s lock {path}: {exc.strerror}; set KERNELBOT_GPU_LOCK_DIR to a "
+                "directory every runner of this machine can write"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             return None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for a person looking
         return fd
 
     @contextlib.contextmanager

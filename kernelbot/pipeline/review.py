@@ -267,7 +267,12 @@ def run_review(
                 if timed:
                     measured_s.append(time.monotonic() - begun)
                 if optimizer is not None and optimizable(target) and result.head and result.head.ok:
-                    pending = [t for t in targets[index:] if _timed(t, measure_cosmetic, device)]
+                    # still to measure: the operators after this one that were not measured side by side already
+                    pending = [
+                        t
+                        for j, t in enumerate(targets[index:], index)
+                        if _timed(t, measure_cosmetic, device) and j not in early
+                    ]
                     budget = _optimize_time(
                         deadline - time.monotonic(),
                         len(pending),
