@@ -207,3 +207,28 @@ def test_a_planted_link_in_the_lock_directory_is_never_followed(tmp_path: Path) 
     with pytest.raises(KernelbotError, match=r"cannot take GPU 0's lock .*KERNELBOT_GPU_LOCK_DIR") as err:
         lock.__enter__()
     assert "\n" not in str(err.value) and victim.read_text() == "keep me\n"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_machine_the_pool_finds_its_gpus_and_an_operator_runs_on_the_one_it_holds(
+    tmp_path: Path,
+) -> None:
+    """nvidia-smi's GPUs (by UUID), one model per pool, and check_operator on CUDA inside the GPU it holds."""
+    import os
+
+    from kernelbot.config import parse_config
+    from kernelbot.pipeline.check import check_operator
+    from kernelbot.spec import OperatorSpec
+
+    gpus = visible_gpus(os.environ)
+    assert gpus and all(g.id.startswith("GPU-") and g.model for g in gpus), gpus
+    pool, warning = GpuPool.for_runner(os.environ)
+    assert pool is not None and warning is None and len(pool) == len(gpus)
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "op.py").write_text(OP.format(k=2).replace("torch.randn(64)", "torch.randn(4096, device='cuda')"))
+    spec = OperatorSpec("op", "kernelbench", "op.py")
+    config = parse_config({"harness": {"time_budget_s": 0.3}}, "x")
+    with pool.acquire() as gpu:
+        report = check_operator(spec, root, config, collect("cuda"), with_compile=False, gpu=gpu)
+    assert report.reference.ok and report.reference.timing is not None, report.reference.reason
