@@ -238,8 +238,8 @@ def run_review(
             if pool is not None and len(pool) > 1:
                 on_gpu = [i for i, t in enumerate(targets) if _timed(t, measure_cosmetic, device)]
                 progress(f"measuring {len(on_gpu)} operator(s) on {len(pool)} GPUs, one operator per GPU")
-                results = pool.map(lambda i, gpu: measure(targets[i], gpu), on_gpu)
-                early = dict(zip(on_gpu, results, strict=True))
+                # each result kept as it comes: a Ctrl-C or SIGTERM meanwhile keeps the finished ones
+                pool.map(lambda i, gpu: early.setdefault(i, measure(targets[i], gpu)), on_gpu)
             for index, target in enumerate(targets, 1):
                 stop.check()
                 begun = time.monotonic()
@@ -295,6 +295,8 @@ def run_review(
                 result.wall_s = time.monotonic() - begun
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (harness.stop): keep what was measured
             review.interrupted = stop.acknowledge(exc)
+            kept = {op.name for op in review.operators}  # and what the GPUs measured side by side
+            review.operators += [early[i] for i in sorted(early) if early[i].name not in kept]
             review.warnings.append(
                 f"interrupted ({review.interrupted}) after {len(review.operators)} of {len(targets)} "
                 "operators: the rest were not measured"
