@@ -30,6 +30,27 @@ def get_init_inputs():
     return [32]
 """
 
+# A small KernelBench-form operator for tests that plan candidates from its source (search agent, policy).
+TINY_LINEAR_RELU = """import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
 LINEAR_RELU_HONEST = """
 import torch
 

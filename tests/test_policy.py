@@ -25,6 +25,7 @@ from kernelbot.pipeline.optimizers import search_policy
 from kernelbot.reports.export import export_trajectories
 from kernelbot.reports.training import training_rows
 from kernelbot.spec import kernelbench_spec
+from tests.ops import TINY_LINEAR_RELU
 
 # The fixed order (expected_gain) tries tf32-matmul, cuda-graph-capture, compile-reduce-overhead, then
 # compile-max-autotune; in the synthetic history the third wins on launch-bound operators, the last on the rest.
@@ -249,36 +250,17 @@ def test_a_hostile_policy_file_is_refused_in_one_line(
     assert "symbolic link" in _one_line(caplog, link, rules)
 
 
-SOURCE = """import torch
-
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x))
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
 def _task(tmp_path: Path) -> Task:
-    (tmp_path / "op.py").write_text(SOURCE)
+    (tmp_path / "op.py").write_text(TINY_LINEAR_RELU)
     facts = {
         **_facts(True, 0.0),
         "ops": ["linear", "relu"],
         "modules": ["Linear"],
         "input_dtypes": ["float32"],
     }
-    return Task(kernelbench_spec("op.py"), tmp_path, "cuda", SOURCE, PrecisionPolicy(allow_tf32=True), facts)
+    return Task(
+        kernelbench_spec("op.py"), tmp_path, "cuda", TINY_LINEAR_RELU, PrecisionPolicy(allow_tf32=True), facts
+    )
 
 
 def _hand_policy(stats: dict[str, RuleStats]) -> Policy:

@@ -14,32 +14,15 @@ from kernelbot.config import PrecisionPolicy
 from kernelbot.errors import ConfigError
 from kernelbot.harness.results import Evaluation
 from kernelbot.spec import kernelbench_spec
-
-SOURCE = """import torch
-
-
-class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x))
-
-
-def get_inputs():
-    return [torch.randn(4, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
+from tests.ops import TINY_LINEAR_RELU
 
 
 def _task(tmp_path: Path, policy: PrecisionPolicy) -> Task:
-    (tmp_path / "op.py").write_text(SOURCE)
+    (tmp_path / "op.py").write_text(TINY_LINEAR_RELU)
     facts = {"traceable": True, "ops": ["linear", "relu"], "modules": ["Linear"], "input_dtypes": ["float32"]}
-    return Task(kernelbench_spec("op.py"), tmp_path, "cuda", SOURCE, policy, facts | {"eager_ms": 1.0})
+    return Task(
+        kernelbench_spec("op.py"), tmp_path, "cuda", TINY_LINEAR_RELU, policy, facts | {"eager_ms": 1.0}
+    )
 
 
 def _feedback(proposal: Proposal, status: str, speedup: float | None) -> Feedback:
