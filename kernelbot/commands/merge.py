@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kernelbot import console, gitrepo
-from kernelbot.commands.publish import _pinned, check_payload
 from kernelbot.errors import UsageError
 from kernelbot.github.payload import build_payload, publish
+from kernelbot.github.pinning import check_payload, pinned
 from kernelbot.github.workflow import client, run_url, workflow_command, write_output, write_summary
 from kernelbot.pipeline.shards import Plan, merge, read_artifacts, record_missing
 from kernelbot.pipeline.store import store_review
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     merged = merge(read_artifacts(args.dirs), plan)
     review = merged.review
     review.repository = env.get("GITHUB_REPOSITORY") or review.repository
-    pr = args.pr if args.pr is not None else _pinned(args, env)[1]
+    pr = args.pr if args.pr is not None else pinned(args.pr, args.head_sha, env)[1]
     problems = []
     if args.db:  # stored before anything is posted: the merged review as one run (publish --run-id re-posts
         # it), and each missing shard as a failed run naming its operators
@@ -91,7 +91,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     outputs = {"verdict-summary": review.summary(), "comment-url": "", "missing-shards": ""}
     outputs["missing-shards"] = " ".join(str(k) for k in sorted(merged.missing))
     if args.publish:
-        check_payload(payload, args, env)  # the shards ran PR code: their results are data for this PR only
+        check_payload(
+            payload, args.pr, args.head_sha, env
+        )  # the shards ran PR code: their results are data for this PR only
         if payload.pr is None:
             raise UsageError("publishing needs the pull request: pass --pr NUMBER")
         outputs["comment-url"] = publish(client(env), payload).get("comment", "")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbot import console
+from kernelbot.agents.learning import BUDGET
 from kernelbot.errors import UsageError
 
 
@@ -67,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
         ["reward >= 2 first", _fmt(q["top1_learned"]), _fmt(q["top1_fixed"])],
         ["mean reciprocal rank of the best", _fmt(q["mrr_learned"]), _fmt(q["mrr_fixed"])],
         [
-            "reward >= 2 within 4 (operators)",
-            _fmt(q["wins_within_4_learned"]),
-            _fmt(q["wins_within_4_fixed"]),
+            f"reward >= 2 within {BUDGET} (operators)",
+            _fmt(q[f"wins_within_{BUDGET}_learned"]),
+            _fmt(q[f"wins_within_{BUDGET}_fixed"]),
         ],
     ]
     title = (
