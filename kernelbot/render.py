@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -29,6 +30,19 @@ def fmt_pct(ratio: float | None) -> str:
     return "—" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 
 
+def inline(value: object) -> str:
+    """Text that may come from code under review (an error's tail, a shard's notes, a runner's labels) as one
+    line of a comment: HTML escaped (no <details>, <img> or a second sticky marker), newlines folded."""
+    text = " ".join(str(value).split())
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fence(source: str) -> str:
+    """A Markdown code fence longer than any run of backticks in `source`, so the code cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`{3,}", source)), default=2)
+    return "`" * (longest + 1)
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -39,7 +53,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=jinja2.select_autoescape(["html"]),
     )
-    env.filters.update(ms=fmt_ms, ratio=fmt_ratio, pct=fmt_pct)
+    env.filters.update(ms=fmt_ms, ratio=fmt_ratio, pct=fmt_pct, inline=inline, fence=fence)
     env.globals["STICKY_MARKER"] = STICKY_MARKER
     return env
 

@@ -130,3 +130,20 @@ def test_an_optimization_and_its_check_rebuild_from_their_json() -> None:
     assert check.to_json() == result.check.to_json() and check.reward is None
     with pytest.raises(StorageError, match=r"an optimization result of schema 99, newer"):
         OptimizeResult.from_json({**data, "schema_version": 99})
+
+
+def test_text_from_code_under_review_cannot_reshape_the_comment() -> None:
+    """An error's tail, a note or a runner's label may come from PR code (a shard's artifact, a subject's
+    output): it stays one line of text; a kernel's source cannot close its code fence."""
+    from kernelbot.render import STICKY_MARKER
+
+    review = _review()
+    slower, broken, _ = review.operators
+    broken.error = f"head crashed: </details><img src=x onerror=1>\n{STICKY_MARKER}\n# Approved"
+    review.warnings.append("<script>x</script>")
+    assert slower.best_candidate is not None
+    slower.best_candidate.source = "x = 1\n```\n<img src=y>\n````\n"
+    body = review.markdown()
+    assert body.count(STICKY_MARKER) == 1 and "<img src=x" not in body and "<script>" not in body
+    assert "\n# Approved" not in body  # folded into the error's line
+    assert "`````python\nx = 1\n```\n<img src=y>\n````\n\n`````" in body  # the source verbatim, fenced by 5

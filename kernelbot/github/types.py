@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from kernelbot.errors import KernelbotError
+from kernelbot.render import fence
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
@@ -99,7 +100,5 @@ def hunk_lines(patch: str | None) -> list[tuple[int, int]]:
 
 
 def suggestion_body(s: Suggestion) -> str:
-    # A fence longer than any backtick run inside the replacement keeps the block intact.
-    longest = max((len(m) for m in re.findall(r"`{3,}", s.replacement)), default=2)
-    fence = "`" * (longest + 1)
-    return f"{s.note}\n\n{fence}suggestion\n{s.replacement.rstrip(chr(10))}\n{fence}\n"
+    f = fence(s.replacement)  # longer than any backtick run inside the replacement: the block stays intact
+    return f"{s.note}\n\n{f}suggestion\n{s.replacement.rstrip(chr(10))}\n{f}\n"
