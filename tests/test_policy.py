@@ -372,3 +372,22 @@ def test_a_rule_tried_twice_in_one_search_replays_by_its_best_try() -> None:
     assert episode.target is not None and episode.target.rule == "a"
     assert _replay(["b", "a"], episode).evaluations == 2  # was a ValueError: the target's row not kept
     assert _replay(["a", "b"], episode).evaluations == 1
+
+
+def test_candidates_cut_by_the_run_deadline_are_not_training_rows(tmp_path: Path) -> None:
+    from kernelbot.harness.evaluate import OUT_OF_TIME
+    from kernelbot.history import MeasurementRecord
+    from kernelbot.reports.training import training_rows
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    cut = CandidateRecord("# a\n", RULES[0], "timeout", -1, wall_s=3.0,
+                          measurement=MeasurementRecord("candidate", "timeout", reason=OUT_OF_TIME))  # fmt: skip
+    hung = CandidateRecord("# b\n", RULES[1], "timeout", -1, wall_s=90.0,
+                           measurement=MeasurementRecord("candidate", "timeout", reason="no answer in 90 s"))  # fmt: skip
+    op = OperatorRecord("ops/x", "ops/x.py", "0" * 64, "unchanged", candidates=[cut, hung], facts={"ops": []})
+    history = History.open(url)
+    try:
+        history.record_run(RunRecord("acme/ops", "local", None, operators=[op]))
+    finally:
+        history.close()
+    assert [(r.rule, r.reward) for r in training_rows([url])] == [(RULES[1], -1)]  # a real hang still counts

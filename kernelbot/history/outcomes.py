@@ -17,7 +17,16 @@ from sqlalchemy.orm import Session
 from kernelbot.errors import StorageError
 from kernelbot.history import History
 from kernelbot.history import models as db
-from kernelbot.history.models import AgentTurn, Candidate, Fingerprint, Operator, Repository, Run, Verdict
+from kernelbot.history.models import (
+    AgentTurn,
+    Candidate,
+    Fingerprint,
+    Measurement,
+    Operator,
+    Repository,
+    Run,
+    Verdict,
+)
 
 T = TypeVar("T")
 
@@ -37,6 +46,7 @@ class CandidateOutcome:
     wall_s: float | None  # its evaluation's seconds (None: stored before revision 0004)
     facts: dict[str, Any] | None  # the operator's analysis facts in that run (None: before 0004)
     gpu: str | None  # the run's fingerprint's GPU model ("cpu" on CPUs)
+    reason: str = ""  # its evaluation's reason (e.g. that the run's time limit cut it)
 
 
 def _read(history: History, work: Callable[[Session], T]) -> T:
@@ -64,20 +74,29 @@ def runs_with_search(history: History, since: datetime | None = None) -> list[in
 def candidate_outcomes(history: History) -> list[CandidateOutcome]:
     """Every stored candidate with its operator's facts and the run's GPU, in the order evaluated."""
     query = (
-        select(Candidate, Run.id, Repository.name, Operator.name, Verdict.facts, Fingerprint.gpu)
+        select(
+            Candidate,
+            Run.id,
+            Repository.name,
+            Operator.name,
+            Verdict.facts,
+            Fingerprint.gpu,
+            Measurement.reason,
+        )
         .join(Run, Candidate.run_id == Run.id)
         .join(Operator, Candidate.operator_id == Operator.id)
         .join(Repository, Operator.repository_id == Repository.id)
         .outerjoin(Verdict, and_(Verdict.run_id == Run.id, Verdict.operator_id == Operator.id))
         .outerjoin(Fingerprint, Run.fingerprint_id == Fingerprint.id)
+        .outerjoin(Measurement, Measurement.candidate_id == Candidate.id)
         .order_by(Run.started_at, Run.id, Candidate.id)
     )
 
     def work(session: Session) -> list[CandidateOutcome]:
         return [
             CandidateOutcome(run_id, repo, name, c.id, c.origin, c.status, c.reward, c.speedup_vs_eager,
-                             c.wall_s, facts, gpu)
-            for c, run_id, repo, name, facts, gpu in session.execute(query)
+                             c.wall_s, facts, gpu, reason or "")
+            for c, run_id, repo, name, facts, gpu, reason in session.execute(query)
         ]  # fmt: skip
 
     return _read(history, work)

@@ -1,11 +1,14 @@
 """The search policy's training rows, read from one or more history databases (a runner's SQLite file, the
-fleet's PostgreSQL): every stored candidate with its operator's facts and its evaluation's seconds."""
+fleet's PostgreSQL): every stored candidate with its operator's facts and its evaluation's seconds, but those
+its run's time limit cut (under a learned order the late rules are the ones cut: counting them as losses
+would push them further down)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from kernelbot.agents.learning import TrainingRow
+from kernelbot.harness.evaluate import OUT_OF_TIME
 from kernelbot.history import History
 from kernelbot.history.outcomes import candidate_outcomes
 
@@ -21,6 +24,8 @@ def training_rows(urls: Sequence[str]) -> list[TrainingRow]:
         finally:
             history.close()
         for o in outcomes:
+            if o.reason == OUT_OF_TIME:  # cut by its run's deadline, not judged: neither a loss nor a cost
+                continue
             facts = dict(o.facts or {})
             facts.setdefault("gpu", o.gpu or "cpu")  # runs stored before the facts named their GPU
             rows.append(
