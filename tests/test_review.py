@@ -395,7 +395,7 @@ def test_a_candidate_faster_only_against_cached_baselines_is_explained() -> None
     looked = types.SimpleNamespace(origin="diag-matmul-broadcast", provisional_reward=3, speedup_vs_eager=8.2)
     outcome = types.SimpleNamespace(best=None, candidates=[looked], stopped_by="time")
     result = OperatorResult("ops/d", "ops/d.py", "added", [], 0.03)
-    _optimize(result, lambda *_: outcome, None, Path("."), None, 60.0)  # type: ignore[arg-type]
+    _optimize(result, lambda *_: outcome, None, Path("."), None, 60.0, None)  # type: ignore[arg-type]
     assert result.best_candidate is None and result.error is None
     [note] = result.notes
     assert note.startswith(

@@ -20,7 +20,9 @@ def test_every_package_and_asset_folder_is_in_the_build_config() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "kernelbot").rglob("__init__.py")}
     assert on_disk <= set(config["packages"]), "add the new package to [tool.setuptools] packages"
-    assert config["package-dir"] == {f"kernelbot.assets.{n}": n for n in ("templates", "rules", "storage")}
+    assert config["package-dir"] == {
+        f"kernelbot.assets.{n}": n for n in ("templates", "rules", "storage", "policies")
+    }
 
 
 @pytest.fixture(scope="module")
