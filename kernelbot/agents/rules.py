@@ -35,6 +35,13 @@ class SparseMatch(_Strict):
     min_diagonal_share: float | None = None
     # block-sparse: the 8 x 8 blocks that hold nonzeros are at least this full
     min_block_density_8: float | None = None
+    # padded formats: the share of their stored slots that hold a nonzero (1 = no padding at all)
+    min_ell_fill: float | None = None
+    min_sell_fill: float | None = None
+    min_dia_fill: float | None = None
+    # the dense operand's columns (1: SpMV, a vector)
+    min_rhs_cols: int | None = None
+    max_rhs_cols: int | None = None
 
     def why_not(self, f: dict[str, Any] | None) -> str | None:
         if f is None:
@@ -47,7 +54,13 @@ class SparseMatch(_Strict):
             ("bandwidth share", f["bandwidth_share"], None, self.max_bandwidth_share),
             ("diagonal share", f["diagonal_share"], self.min_diagonal_share, None),
             ("8x8 block density", f["block_density_8"], self.min_block_density_8, None),
+            ("ELL fill", f.get("ell_fill", 0.0), self.min_ell_fill, None),
+            ("SELL fill", f.get("sell_fill", 0.0), self.min_sell_fill, None),
+            ("DIA fill", f.get("dia_fill", 0.0), self.min_dia_fill, None),
         ]
+        if (self.min_rhs_cols is not None or self.max_rhs_cols is not None) and f.get("rhs_cols") is None:
+            return "no dense operand of the matrix's width among the inputs"
+        bounds.append(("dense operand columns", f.get("rhs_cols"), self.min_rhs_cols, self.max_rhs_cols))
         for name, value, low, high in bounds:
             if low is not None and value < low:
                 return f"{name} {value:.3g} < {low}"

@@ -11,16 +11,33 @@ import torch
 from kernelbot.harness.inputs import COMPRESSED
 
 BLOCKS = (4, 8, 16)
+SELL_SLICE, SELL_SIGMA = (
+    32,
+    256,
+)  # SELL-C-sigma as sparse_spmm.py.j2 builds it: slices of 32 rows, sorted in 256
 
 
 def first_sparse(inputs: list[Any]) -> torch.Tensor | None:
     return next((t for t in inputs if isinstance(t, torch.Tensor) and t.layout in COMPRESSED), None)
 
 
+def rhs_cols(inputs: list[Any], matrix: torch.Tensor) -> int | None:
+    """Columns of the dense operand the matrix multiplies (1 for a vector): the first dense 1-D or 2-D input
+    with as many rows as the matrix has columns; None where there is none."""
+    for t in inputs:
+        dense = isinstance(t, torch.Tensor) and t.layout == torch.strided and t.dim() in (1, 2)
+        if dense and t.shape[0] == matrix.shape[-1]:
+            return 1 if t.dim() == 1 else int(t.shape[1])
+    return None
+
+
 def features(matrix: torch.Tensor) -> dict[str, Any]:
     """rows, cols, nnz, density; nonzeros per row (mean, std, max, skew) and the share of empty rows; the
     bandwidth (largest |col - row| of a nonzero) and its share of the columns; the share of nonzeros on the
-    main diagonal; for b in 4, 8, 16 the density of the b x b blocks that hold any nonzero."""
+    main diagonal; for b in 4, 8, 16 the density of the b x b blocks that hold any nonzero; and the share of
+    stored slots that hold a nonzero in the padded formats: ELL (every row as long as the longest), SELL-C-sigma
+    (each slice of 32 rows as long as its longest, after sorting rows by length in windows of 256) and DIA (a
+    stripe of `rows` slots for each occupied diagonal)."""
     csr = matrix.detach().to("cpu")
     if csr.layout == torch.sparse_csc:
         csr = csr.to_sparse_csr()
@@ -51,7 +68,22 @@ def features(matrix: torch.Tensor) -> dict[str, Any]:
         "bandwidth_share": (bandwidth + 1) / cols if nnz and cols else 0.0,
         "diagonal_share": float((offset == 0).double().mean()) if nnz else 0.0,
     }
+    diagonals = torch.unique(col - row_of).numel() if nnz else 0
+    out["diagonals"] = diagonals
+    out["dia_fill"] = nnz / (diagonals * rows) if diagonals else 0.0
+    out["ell_fill"] = nnz / (rows * out["row_nnz_max"]) if nnz else 0.0
+    out["sell_fill"] = nnz / sell_slots(counts) if nnz else 0.0
     for b in BLOCKS:
         blocks = torch.unique((row_of // b) * ((cols + b - 1) // b) + col // b).numel() if nnz else 0
         out[f"block_density_{b}"] = nnz / (blocks * b * b) if blocks else 0.0
     return out
+
+
+def sell_slots(counts: torch.Tensor) -> int:
+    """Stored slots of SELL-C-sigma for these row lengths: rows sorted longest first inside each window of
+    SELL_SIGMA, every slice of SELL_SLICE consecutive sorted rows padded to its longest."""
+    rows = counts.numel()
+    padded = torch.zeros(-(-rows // SELL_SIGMA) * SELL_SIGMA, dtype=counts.dtype)
+    padded[:rows] = counts
+    ordered = padded.view(-1, SELL_SIGMA).sort(dim=1, descending=True).values
+    return int(ordered.reshape(-1, SELL_SLICE).max(dim=1).values.sum()) * SELL_SLICE
