@@ -38,7 +38,7 @@ def features(matrix: torch.Tensor) -> dict[str, Any]:
     stored slots that hold a nonzero in the padded formats: ELL (every row as long as the longest), SELL-C-sigma
     (each slice of 32 rows as long as its longest, after sorting rows by length in windows of 256) and DIA (a
     stripe of `rows` slots for each occupied diagonal)."""
-    csr = matrix.detach().to("cpu")
+    csr = matrix.detach()  # on its own device: a GPU computes the features of a large matrix in milliseconds
     if csr.layout == torch.sparse_csc:
         csr = csr.to_sparse_csr()
     elif csr.layout != torch.sparse_csr:  # block layouts convert to CSR only through COO
@@ -48,7 +48,7 @@ def features(matrix: torch.Tensor) -> dict[str, Any]:
     nnz = int(col.numel())
     counts = crow[1:] - crow[:-1]
     per_row = counts.double()
-    row_of = torch.repeat_interleave(torch.arange(rows), counts)
+    row_of = torch.repeat_interleave(torch.arange(rows, device=crow.device), counts)
     mean = float(per_row.mean()) if rows else 0.0
     std = float(per_row.std(unbiased=False)) if rows else 0.0
     skew = float(((per_row - mean) ** 3).mean() / std**3) if std > 0 else 0.0
@@ -83,7 +83,7 @@ def sell_slots(counts: torch.Tensor) -> int:
     """Stored slots of SELL-C-sigma for these row lengths: rows sorted longest first inside each window of
     SELL_SIGMA, every slice of SELL_SLICE consecutive sorted rows padded to its longest."""
     rows = counts.numel()
-    padded = torch.zeros(-(-rows // SELL_SIGMA) * SELL_SIGMA, dtype=counts.dtype)
+    padded = torch.zeros(-(-rows // SELL_SIGMA) * SELL_SIGMA, dtype=counts.dtype, device=counts.device)
     padded[:rows] = counts
     ordered = padded.view(-1, SELL_SIGMA).sort(dim=1, descending=True).values
     return int(ordered.reshape(-1, SELL_SLICE).max(dim=1).values.sum()) * SELL_SLICE
