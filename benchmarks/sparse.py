@@ -282,15 +282,19 @@ def markdown(env: dict[str, Any], summary: list[dict[str, Any]], rows: list[Row]
             f"{s['chosen']} ({s['chosen_speedup']:.2f}×) | {'yes' if s['chosen_within_10pct'] else 'no'} | "
             f"{s['verified']} ok, {s['incorrect']} wrong |"
         )
-    n = len(summary) or 1
-    within = sum(s["chosen_within_10pct"] for s in summary)
-    faster = sum(s["chosen_speedup"] > 1.0 for s in summary)
+    lines.append("")
+    for label in ("all", *SIZES):
+        part = [s for s in summary if label in ("all", s["size"])]
+        n = len(part) or 1
+        within = sum(s["chosen_within_10pct"] for s in part)
+        faster = sum(s["chosen_speedup"] > 1.0 for s in part)
+        lines.append(
+            f"- {label}: the agent's choice within 10% of the best on {within} of {len(part)} ({within / n:.0%}), "
+            f"faster than cuSPARSE on {faster} ({faster / n:.0%}); geometric mean speedup over cuSPARSE of the "
+            f"best format {math.exp(sum(math.log(s['best_speedup']) for s in part) / n):.2f}×, of the agent's "
+            f"choice {math.exp(sum(math.log(s['chosen_speedup']) for s in part) / n):.2f}×"
+        )
     lines += [
-        "",
-        f"The agent's choice is within 10% of the best on {within} of {len(summary)} problems ({within / n:.0%}) "
-        f"and faster than cuSPARSE on {faster} ({faster / n:.0%}); geometric mean speedup of the best "
-        f"format {math.exp(sum(math.log(s['best_speedup']) for s in summary) / n):.2f}×, of the agent's "
-        f"choice {math.exp(sum(math.log(s['chosen_speedup']) for s in summary) / n):.2f}×.",
         "",
         "## Every subject",
         "",
