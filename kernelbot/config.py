@@ -111,8 +111,8 @@ class Thresholds(_Strict):
     regression: float = Field(default=0.03, gt=0, lt=1)  # |head/base - 1| needed to call a change
     p_value: float = Field(default=0.01, gt=0, lt=1)
     # Extra interleaved rounds while undecided, before "ambiguous": looked at every 4 (measure.looks), each look
-    # at p_value / the number of looks.
-    max_rounds: int = Field(default=8, ge=0)
+    # at p_value / the number of looks. None: the device's default (measure.EXTRA_ROUNDS: 32 CUDA, 8 CPU).
+    max_rounds: int | None = Field(default=None, ge=0)
 
 
 class Triggers(_Strict):

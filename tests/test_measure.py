@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kernelbot.harness.evaluate import Settings
-from kernelbot.pipeline.measure import looks, side_by_side
+from kernelbot.harness.gpustate import GpuState, descendants, disturbed
+from kernelbot.pipeline.measure import REPEAT_SHARE, Rounds, looks, run_rounds, side_by_side
 
 
 class Stub:
@@ -30,3 +32,111 @@ def test_each_subject_side_by_side_keeps_its_own_calls_per_sample() -> None:
 
 def test_looks_come_every_four_rounds_up_to_the_extra_allowed() -> None:
     assert looks(8, 8) == [8, 12, 16] and looks(8, 0) == [8] and looks(8, 5) == [8, 12, 13]
+
+
+class Side:
+    """A sandbox of one side for run_rounds: answers in `mode` (a graph replay if asked and `captures`)."""
+
+    def __init__(self, ms: float, captures: bool = True) -> None:
+        self.ms, self.captures = ms, captures
+        self.calls: int | None = None
+        self.graph = "off"
+        self.failure = None
+        self.asked: list[str] = []
+
+    def time_batch(self, *_: Any) -> dict[str, Any]:
+        self.asked.append(self.graph)
+        graphed = self.graph in ("auto", "on") and self.captures
+        return {
+            "calls_per_sample": self.calls or 10,
+            "times_ms": [self.ms] * 6,
+            "sample_mode": "graph" if graphed else "calls",
+            "sample_note": None if graphed else "capture failed",
+        }
+
+
+class Clocks:
+    """A monitor whose SM clock reads `drops` (a list of MHz, one per read) and then 1980 MHz."""
+
+    def __init__(self, reads: list[int], foreign: tuple[int, ...] = ()) -> None:
+        self.reads, self.foreign, self.note = list(reads), foreign, None
+
+    def read(self) -> GpuState:
+        sm = self.reads.pop(0) if self.reads else 1980
+        return GpuState(sm, 3201, self.foreign)
+
+
+def _run(base: list[Side], head: list[Side], **kw: Any) -> Rounds:
+    return run_rounds(
+        {"base": base, "head": head},  # type: ignore[dict-item]
+        Settings(),
+        threshold=0.03,
+        alpha=0.01,
+        max_extra_rounds=0,
+        **kw,
+    )
+
+
+def test_the_first_batch_fixes_graph_replay_for_both_sides() -> None:
+    base, head = [Side(1.0), Side(1.0)], [Side(1.0), Side(1.0)]
+    measured = _run(base, head)
+    assert measured.total == 8 and not measured.notes
+    assert base[0].asked[0] == "auto" and set(base[0].asked[1:] + head[0].asked + head[1].asked) == {"on"}
+    assert all(a["sample_mode"] == "graph" for a in measured.answers["head"])
+
+
+def test_a_side_that_cannot_be_captured_puts_both_on_plain_calls_and_starts_again() -> None:
+    base, head = [Side(1.0), Side(1.0)], [Side(1.0, captures=False), Side(1.0, captures=False)]
+    measured = _run(base, head)
+    assert measured.total == 8 and len(measured.answers["base"]) == 8  # the graph batch was dropped
+    assert all(a["sample_mode"] == "calls" for side in measured.answers.values() for a in side)
+    assert any("plain calls: capture failed" in note for note in measured.notes)
+
+
+def test_no_graph_asked_means_plain_calls_throughout() -> None:
+    base, head = [Side(1.0)], [Side(1.0)]
+    measured = _run(base, head, graph=False)
+    assert set(base[0].asked + head[0].asked) == {"off"} and not measured.notes
+
+
+def test_a_round_whose_clock_moved_is_taken_again() -> None:
+    # reads: the reference, then per batch; the third round's first batch sees the clock drop 10%
+    monitor = Clocks([1980, 1980, 1980, 1980, 1980, 1780])
+    base, head = [Side(1.0)], [Side(1.0)]
+    measured = _run(base, head, monitor=monitor)  # type: ignore[arg-type]
+    assert measured.total == 8 and measured.repeated == 1
+    assert len(base[0].asked) == 9 and len(measured.answers["base"]) == 8
+    assert any("SM clock 1980 -> 1780 MHz" in note for note in measured.notes)
+
+
+def test_retaking_rounds_stops_at_its_share_of_the_rounds() -> None:
+    monitor = Clocks([1980] + [1500] * 100)  # the clock never comes back
+    measured = _run([Side(1.0)], [Side(1.0)], monitor=monitor)  # type: ignore[arg-type]
+    assert measured.total == 8 and measured.repeated == int(REPEAT_SHARE * 8)
+    assert any("(last allowed)" in note for note in measured.notes)
+
+
+def test_a_process_on_the_gpu_from_the_start_is_noted_not_retaken() -> None:
+    measured = _run([Side(1.0)], [Side(1.0)], monitor=Clocks([], foreign=(4242,)))  # type: ignore[arg-type]
+    assert measured.repeated == 0 and any("throughout (pid 4242)" in n for n in measured.notes)
+
+
+def test_a_process_arriving_during_the_run_is_a_disturbance() -> None:
+    reference = GpuState(1980, 3201, (7,))
+    assert disturbed(GpuState(1980, 3201, (7,)), reference, (7,)) is None
+    assert disturbed(GpuState(1985, 3201, (7,)), reference, (7,)) is None  # within CLOCK_TOLERANCE
+    assert disturbed(GpuState(1980, 3201, (7, 99)), reference, (7,)) == "another process on the GPU (pid 99)"
+    assert disturbed(GpuState(1980, 2619, ()), reference, (7,)) == "memory clock 3201 -> 2619 MHz"
+
+
+def test_our_own_sandboxes_are_not_foreign() -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert {os.getpid(), child.pid} <= descendants(os.getpid())
+        assert 1 not in descendants(os.getpid())
+    finally:
+        child.kill()
+        child.wait()

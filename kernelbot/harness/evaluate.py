@@ -52,6 +52,9 @@ class Handle:
         self.subject, self.settings = subject, settings
         self.failure: Evaluation | None = None
         self.calls: int | None = None  # fixed after the first timing batch so later batches compare
+        # How samples are taken on CUDA (worker.Subject.time_begin): "off" plain calls; "auto" a CUDA graph
+        # replay for short operators; "on" a graph wherever it can be captured. measure.run_rounds fixes it.
+        self.graph = "off"
         self.sandbox: Sandbox | ContainerSandbox | None = None
         if candidate is not None and static_check:
             findings = _static_findings(Path(candidate), may_switch_tf32(job), require_kernel)
@@ -122,6 +125,7 @@ class Handle:
                 "target_rse": self.settings.target_rse,
                 "budget_s": budget_s,
                 "calls": self.calls,
+                "graph": self.graph,
                 "seed": secrets.randbelow(2**31 - 1),
             }
         )
@@ -167,6 +171,8 @@ def timing_from(answers: list[dict[str, Any]]) -> Timing:
         l2_flush=last["l2_flush"],
         l2_persist_reset=last["l2_persist_reset"],
         wall_bound=sum(a.get("wall_bound", 0) for a in answers),
+        sample_mode=last.get("sample_mode", "calls"),
+        sample_note=last.get("sample_note"),
     )
 
 

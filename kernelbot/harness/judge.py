@@ -346,8 +346,16 @@ class Judge:
         seed = int(cmd.get("seed", 1_000_003))
         first = case.make(seed)
         budget = set_bytes_budget(self.device)
-        begun, _ = self.ask({"cmd": "time_begin", "seed": seed, "calls": cmd.get("calls"), "budget": budget})
-        calls = begun.get("calls")
+        graph = cmd.get("graph", "off") if self.device == "cuda" else "off"
+        begun, _ = self.ask(
+            {"cmd": "time_begin", "seed": seed, "calls": cmd.get("calls"), "budget": budget, "graph": graph}
+        )
+        calls, mode, note = begun.get("calls"), begun.get("mode"), begun.get("note")
+        # How the subject's samples were taken is its word, checked for form only: a replayed graph is bounded
+        # by this process's clock and its outputs re-checked like plain calls'.
+        if mode not in ("graph", "calls") or (mode == "graph" and graph == "off"):
+            raise Failure("rejected", f"anti-hack check: the subject process took samples by {mode!r}")
+        note = note[:300] if isinstance(note, str) else None
         if type(calls) is not int or not 1 <= calls <= timing.MAX_CALLS_PER_SAMPLE:
             raise Failure(
                 "rejected", f"anti-hack check: the subject process chose {calls!r} calls per sample"
@@ -406,6 +414,8 @@ class Judge:
             "times_ms": [ms / calls for ms in counted],
             "debug": [clocks, self.go_floor_ms],
             "calls_per_sample": calls,
+            "sample_mode": mode,
+            "sample_note": note,
             "stopped_by": samples.stopped_by,
             "sm_clock_mhz": [clock_before, self.timer.sm_clock()],
             "l2_flush": self.device == "cuda",

@@ -35,6 +35,8 @@ class Timing:
     other_runs_ms: list[float] = field(default_factory=list)  # medians of the same subject's other sandboxes
     # GPU samples that counted their wall time, not just the timed stream's event time (timing.counted_ms)
     wall_bound: int = 0
+    sample_mode: str = "calls"  # "graph": each sample one replay of a CUDA graph of its calls; "calls": plain
+    sample_note: str | None = None  # why a graph was asked for and not used
 
     @classmethod
     def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:

@@ -18,6 +18,7 @@ _process_time_ns = time.process_time_ns
 _monotonic = time.monotonic
 _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_replay = torch.cuda.CUDAGraph.replay
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than the H100/H200 L2 (50/60 MB)
 # One sample spans at least this, so that launch jitter averages out. Not longer on the CPU, although the
@@ -154,13 +155,27 @@ class Timer:
     ) -> tuple[float, list[Any]]:
         """Seconds per call over `calls` calls rotating through `input_sets`; also the last output per set."""
         outputs: list[Any] = [None] * len(input_sets)
+
+        def run() -> None:
+            for i in range(calls):
+                k = i % len(input_sets)
+                outputs[k] = fn(*input_sets[k])
+
+        return self._timed(run) / calls, outputs
+
+    def replay_sample(self, graph: torch.cuda.CUDAGraph, calls: int) -> float:
+        """Seconds per call of one replay of a CUDA graph that holds `calls` calls: one launch for all of them,
+        so the host's launch time and its jitter stay out of the sample (worker.Subject.capture)."""
+        return self._timed(lambda: _replay(graph)) / calls
+
+    def _timed(self, run: Callable[[], None]) -> float:
+        """Seconds `run` takes: on CUDA its events' time, bounded by the wall clock (counted_ms); on the CPU
+        the wall clock. Sets last_cpu_share, last_hidden and last_descheduled for the sample."""
         if self.device == "cuda":
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             c0, t0 = _process_time_ns(), _perf_counter_ns()
             start.record()
-            for i in range(calls):
-                k = i % len(input_sets)
-                outputs[k] = fn(*input_sets[k])
+            run()
             end.record()
             _cuda_sync()  # device-wide, before the end event is read: nothing is left running after the sample
             wall, cpu = _perf_counter_ns() - t0, _process_time_ns() - c0
@@ -168,16 +183,13 @@ class Timer:
             self.last_cpu_share = cpu / wall if wall > 0 else 1.0
             verdict = gpu_sample_verdict(wall / 1e6, gpu_ms, self.last_cpu_share)
             self.last_hidden, self.last_descheduled = verdict == "hidden", verdict == "descheduled"
-            ms = counted_ms(wall / 1e6, gpu_ms, self.host_latency_ms, verdict)
-            return ms / 1e3 / calls, outputs
+            return counted_ms(wall / 1e6, gpu_ms, self.host_latency_ms, verdict) / 1e3
         c0, t0 = _process_time_ns(), _perf_counter_ns()
-        for i in range(calls):
-            k = i % len(input_sets)
-            outputs[k] = fn(*input_sets[k])
+        run()
         wall, cpu = _perf_counter_ns() - t0, _process_time_ns() - c0
         self.last_cpu_share = cpu / wall if wall > 0 else 1.0
         self.last_descheduled = self.last_cpu_share < MIN_CPU_SHARE
-        return wall / 1e9 / calls, outputs
+        return wall / 1e9
 
     def calibrate(self, fn: Callable[..., Any], input_sets: list[list[Any]]) -> int:
         """Calls per sample so that one sample spans TARGET_SAMPLE_S (warm-up happens here too)."""

@@ -11,6 +11,7 @@ The in-process guards and the audit hook are a first layer, not the one that hol
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 # NOTE: these imports capture the timers and guards before any operator or candidate file is imported.
-from kernelbot.harness import audit, guards, link, timing
+from kernelbot.harness import audit, compare, guards, link, timing
 from kernelbot.harness.inputs import Failure, clone, input_sets_for, memory_note, nbytes, parts, refresh
 from kernelbot.harness.loader import LoadError, Operator, seed_all
 
@@ -49,6 +50,12 @@ def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
             "crashed",
             f"{who} raised {type(exc).__name__}: {text} (at {os.path.basename(where.filename)}:{where.lineno})",
         ) from None
+
+
+_CUDAGraph, _graph = torch.cuda.CUDAGraph, torch.cuda.graph
+# A sample replays its calls from one CUDA graph only where one call takes less than this: past it the host's
+# launch time is a small share of a call, and plain calls measure what the operator's users run.
+GRAPH_BELOW_MS = 1.0
 
 
 def _trusted_namespaces(op: Operator) -> dict[str, Any]:
@@ -92,6 +99,8 @@ class Subject:
         self.masters: list[list[Any]] = []
         self.calls = 1
         self.outputs: list[Any] = []
+        self.graph: torch.cuda.CUDAGraph | None = None  # the timed calls, captured (capture())
+        self.tolerance = (job.get("atol"), job.get("rtol"))
 
     def guard(self) -> None:
         if self.integrity is not None:
@@ -118,7 +127,10 @@ class Subject:
             del out
         return described
 
-    def time_begin(self, seed: int, calls: int | None, budget: int) -> dict[str, Any]:
+    def time_begin(self, seed: int, calls: int | None, budget: int, graph: str) -> dict[str, Any]:
+        """Set up a timing batch. `graph`: "off" (plain calls), "on" (replay from a CUDA graph where it can be
+        captured) or "auto" ("on" for an operator whose call takes under GRAPH_BELOW_MS)."""
+        self.graph = None  # the last batch's graph (and the memory it holds) goes before this one's sets
         first = self.op.cases[0].make(seed)
         pristine = clone(first)  # before the subject sees them: a write into its inputs is undone below
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
@@ -128,7 +140,53 @@ class Subject:
         self.masters = [pristine] + [self.op.cases[0].make(seed + i) for i in range(1, n_sets)]
         self.sets = [first] + [clone(values) for values in self.masters[1:]]
         self.outputs = [None] * n_sets
-        return {"calls": self.calls, "n_sets": n_sets}
+        mode, note = "calls", None
+        if graph == "auto" and self.device == "cuda":
+            per_call_s, _ = self.timer.one_sample(self.fn, [first], 1)
+            graph = "on" if per_call_s * 1e3 < GRAPH_BELOW_MS else "off"
+        if graph == "on" and self.device == "cuda":
+            note = self.capture()
+            mode = "graph" if self.graph is not None else "calls"
+            self.guard()
+        return {"calls": self.calls, "n_sets": n_sets, "mode": mode, "note": note}
+
+    def capture(self) -> str | None:
+        """The sample's calls (the sets in turn, as one_sample makes them) captured into one CUDA graph, kept in
+        self.graph with its outputs in self.outputs; None, or why plain calls are used instead.
+
+        Inputs stay where they are (refresh() writes into them), so every replay computes on the sample's
+        fresh values, and the judge re-checks the last replay's outputs as it re-checks plain calls'. A graph
+        whose replay disagrees with plain calls on the same inputs (state kept on the host, a call that
+        writes its inputs) is not used."""
+        n = len(self.sets)
+        outputs: list[Any] = [None] * n
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(
+                side
+            ):  # lazy set-up (library handles, workspaces) before, not in, the capture
+                for values in self.sets:
+                    self.fn(*values)
+            torch.cuda.current_stream().wait_stream(side)
+            self.timer.sync()
+            graph = _CUDAGraph()
+            with _graph(graph):
+                for i in range(self.calls):
+                    outputs[i % n] = self.fn(*self.sets[i % n])
+            graph.replay()
+            self.timer.sync()
+            for values, replayed in zip(self.sets, outputs, strict=True):
+                plain = self.fn(*values)
+                if not compare.identical_or_rounding(replayed, plain, *self.tolerance):
+                    return "the captured graph's outputs differ from plain calls': plain calls"
+        except Exception as exc:  # capture refused (a host sync, another stream, dynamic shapes): plain calls
+            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            with contextlib.suppress(Exception):
+                self.timer.sync()
+            return f"CUDA graph capture failed ({type(exc).__name__}: {text}): plain calls"
+        self.graph, self.outputs = graph, outputs
+        return None
 
     def prep(self, seed: int) -> None:
         # No guard here, nor after each sample: its time would be charged to the sample (the judge counts
@@ -139,9 +197,12 @@ class Subject:
         self.timer.sync()
 
     def go(self) -> dict[str, Any]:
-        self.outputs = []  # the last sample's outputs are freed before this one's window, not after it
-        with torch.no_grad():
-            seconds, self.outputs = self.timer.one_sample(self.fn, self.sets, self.calls)
+        if self.graph is not None:  # the graph's outputs are rewritten in place by each replay
+            seconds = self.timer.replay_sample(self.graph, self.calls)
+        else:
+            self.outputs = []  # the last sample's outputs are freed before this one's window, not after it
+            with torch.no_grad():
+                seconds, self.outputs = self.timer.one_sample(self.fn, self.sets, self.calls)
         return {
             "ms_total": seconds * 1e3 * self.calls,
             "descheduled": self.timer.last_descheduled,
@@ -204,7 +265,12 @@ def main() -> None:
                 with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
                     answer = {
                         "ok": True,
-                        **subject.time_begin(int(cmd["seed"]), cmd.get("calls"), int(cmd["budget"])),
+                        **subject.time_begin(
+                            int(cmd["seed"]),
+                            cmd.get("calls"),
+                            int(cmd["budget"]),
+                            str(cmd.get("graph", "off")),
+                        ),
                     }
             elif kind == "prep":
                 subject.prep(int(cmd["seed"]))

@@ -7,16 +7,24 @@ look like a change. Rotating processes turns it into round-to-round noise, which
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelbot.harness.evaluate import Handle, Settings, timing_from
+from kernelbot.harness.gpustate import Monitor, disturbed
 from kernelbot.harness.results import Evaluation
 from kernelbot.stats import Comparison, Verdict, compare
 
 SAMPLES_PER_BATCH = 6  # one batch per side per round; rounds alternate which side goes first
 ROUNDS = 8  # rounds before the first verdict (the round is the statistical unit: see stats.py)
 LOOK_STEP = 4  # undecided: this many more rounds before the next look
+# Rounds allowed past the first ROUNDS while undecided (thresholds.max_rounds overrides). A GPU round of a
+# short operator takes a fraction of a second, and the H200 needed up to ~30 rounds to settle a 3% change
+# of a 25 µs kernel; the CPU's rounds are slower and its noise is the machine's, which more rounds do not fix.
+EXTRA_ROUNDS = {"cuda": 32, "cpu": 8}
+# Rounds taken again because the GPU's clocks moved or another process came onto it, at most this share of
+# the rounds allowed: past it the rounds are kept as timed and the result says so.
+REPEAT_SHARE = 0.5
 
 
 def looks(rounds: int, max_extra_rounds: int) -> list[int]:
@@ -40,6 +48,19 @@ class PairResult:
     verdict: Verdict | None  # None for added/removed operators (nothing to compare)
     error: str | None  # why a side failed, prefixed with the side
     rounds: int  # interleaved rounds taken (more when the first answer was ambiguous)
+    notes: list[str] = field(default_factory=list)  # how it was measured, where that differs from the usual
+
+
+@dataclass
+class Rounds:
+    """What run_rounds measured: the comparison (None unless both sides ran), each side's answers, the rounds
+    kept, and what was noted on the way (sample mode changes, rounds taken again and why)."""
+
+    comparison: Comparison | None
+    answers: dict[str, list[dict[str, Any]]]
+    total: int
+    repeated: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def open_checked(job: dict[str, Any] | None, settings: Settings) -> Handle | None:
@@ -67,44 +88,97 @@ def run_rounds(
     threshold: float,
     alpha: float,
     rounds: int = ROUNDS,
-    max_extra_rounds: int = ROUNDS,
-) -> tuple[Comparison | None, dict[str, list[dict[str, Any]]], int]:
+    max_extra_rounds: int = EXTRA_ROUNDS["cpu"],
+    graph: bool = True,
+    monitor: Monitor | None = None,
+) -> Rounds:
     """Interleaved timing rounds on open, checked sandboxes {"base": [...], "head": [...]} (an empty list: the
-    side does not exist); the comparison when both ran. Round r uses each side's sandbox r mod their number.
+    side does not exist). Round r uses each side's sandbox r mod their number.
 
     One batch per side per round, the order alternating (ABBA cancels slow drift), both sides averaging the
-    same number of calls per sample. Undecided near the threshold: more rounds before "ambiguous".
+    same number of calls per sample, taken the same way: the first batch fixes the calls and, on CUDA with
+    `graph`, whether samples replay a captured graph; a side that cannot capture one puts every side back
+    on plain calls and the rounds start again. With a `monitor`, a round during which the GPU's clocks
+    moved or another process came onto it is taken again (up to REPEAT_SHARE of the rounds allowed).
+    Undecided: more rounds, looked at on measure.looks' schedule, before "ambiguous".
     """
+    every = [h for hs in handles.values() for h in hs]
+    for h in every:
+        h.graph = "auto" if graph else "off"
     answers: dict[str, list[dict[str, Any]]] = {"base": [], "head": []}
     budget = max(settings.time_budget_s / rounds, 0.05)
     schedule = looks(rounds, max_extra_rounds)
     alpha_per_look = alpha / len(schedule)
-    total, target = 0, schedule.pop(0)
-    comparison: Comparison | None = None
-    while total < target:
-        order = ("base", "head") if total % 2 == 0 else ("head", "base")
+    out = Rounds(None, answers, 0)
+    target = schedule.pop(0)
+    reference = monitor.read() if monitor is not None else None
+    at_start = reference.foreign if reference is not None else ()
+    if at_start:
+        out.notes.append(f"other processes used the GPU throughout (pid {', '.join(map(str, at_start[:3]))})")
+    if monitor is not None and monitor.note:
+        out.notes.append(monitor.note)
+    allowed_repeats = int(REPEAT_SHARE * (rounds + max(0, max_extra_rounds)))
+    while out.total < target:
+        order = ("base", "head") if out.total % 2 == 0 else ("head", "base")
+        got: dict[str, dict[str, Any]] = {}
+        why: str | None = None
         for side in order:
             side_handles = handles[side]
-            if side_handles and _failure(side_handles) is None:
-                handle = side_handles[total % len(side_handles)]
-                answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
-                if answer is not None:
-                    answers[side].append(answer)
-                    for other in (h for hs in handles.values() for h in hs):
-                        if other.calls is None:
-                            other.calls = answer["calls_per_sample"]
-        total += 1
+            if not side_handles or _failure(side_handles) is not None:
+                continue
+            handle = side_handles[out.total % len(side_handles)]
+            answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
+            if answer is None:
+                continue
+            got[side] = answer
+            _fix_how(every, answer)
+            if reference is not None and monitor is not None and why is None:
+                state = monitor.read()
+                why = disturbed(state, reference, at_start) if state is not None else None
+        if any(a.get("sample_mode") == "calls" for a in got.values()) and any(
+            h.graph == "on" for h in every
+        ):  # one side could not be captured: all sides on plain calls, and the rounds again
+            note = next((a.get("sample_note") for a in got.values() if a.get("sample_note")), None)
+            out.notes.append(f"samples are plain calls: {note or 'a side could not be captured'}")
+            for h in every:
+                h.graph = "off"
+            answers["base"].clear()
+            answers["head"].clear()
+            out.total = 0
+            continue
+        if why is not None and out.repeated < allowed_repeats:
+            out.repeated += 1
+            if out.repeated == 1 or out.repeated == allowed_repeats:
+                out.notes.append(
+                    f"round taken again: {why}"
+                    + (" (last allowed)" if out.repeated == allowed_repeats else "")
+                )
+            continue
+        for side, answer in got.items():
+            answers[side].append(answer)
+        out.total += 1
         both = all(hs and _failure(hs) is None for hs in handles.values())
-        if total == target and both:
-            comparison = compare(
+        if out.total == target and both:
+            out.comparison = compare(
                 _batches(answers["base"]),
                 _batches(answers["head"]),
                 threshold=threshold,
                 alpha=alpha_per_look,
             )
-            if not comparison.settled and schedule:
+            if not out.comparison.settled and schedule:
                 target = schedule.pop(0)
-    return comparison, answers, total
+    if out.repeated:
+        out.notes.append(f"{out.repeated} round(s) taken again for clock changes or other processes")
+    return out
+
+
+def _fix_how(handles: list[Handle], answer: dict[str, Any]) -> None:
+    """The first batch's calls per sample and sample mode, for every sandbox's later batches."""
+    for other in handles:
+        if other.calls is None:
+            other.calls = answer["calls_per_sample"]
+        if other.graph == "auto":
+            other.graph = "on" if answer.get("sample_mode") == "graph" else "off"
 
 
 def measure_pair(
@@ -115,9 +189,12 @@ def measure_pair(
     threshold: float,
     alpha: float,
     rounds: int = ROUNDS,
-    max_extra_rounds: int = ROUNDS,
+    max_extra_rounds: int | None = None,
 ) -> PairResult:
-    """Time base and head of one operator in fresh sandboxes, interleaved, and call the verdict."""
+    """Time base and head of one operator in fresh sandboxes, interleaved, and call the verdict.
+    `max_extra_rounds` None: the device's EXTRA_ROUNDS."""
+    device = (base_job or head_job or {}).get("device", "cpu")
+    extra = EXTRA_ROUNDS.get(device, EXTRA_ROUNDS["cpu"]) if max_extra_rounds is None else max_extra_rounds
     handles: dict[str, list[Handle]] = {"base": [], "head": []}
     for side, job in (("base", base_job), ("head", head_job)):
         for _ in range(PROCESSES_PER_SIDE):
@@ -127,20 +204,23 @@ def measure_pair(
                 if handle.failure is not None:
                     break  # a broken side needs no second sandbox
     try:
-        comparison, answers, total = run_rounds(
+        measured = run_rounds(
             handles,
             settings,
             threshold=threshold,
             alpha=alpha,
             rounds=rounds,
-            max_extra_rounds=max_extra_rounds,
+            max_extra_rounds=extra,
+            monitor=Monitor(settings.gpu) if device == "cuda" else None,
         )
-        base = _evaluation(handles["base"], answers["base"]) if handles["base"] else None
-        head = _evaluation(handles["head"], answers["head"]) if handles["head"] else None
+        base = _evaluation(handles["base"], measured.answers["base"]) if handles["base"] else None
+        head = _evaluation(handles["head"], measured.answers["head"]) if handles["head"] else None
     finally:
         for handle in (h for hs in handles.values() for h in hs):
             handle.close()
-    return _result(base, head, comparison, total)
+    result = _result(base, head, measured.comparison, measured.total)
+    result.notes = measured.notes
+    return result
 
 
 def side_by_side(

@@ -305,6 +305,7 @@ class OperatorResult:
             "best_candidate": None if self.best_candidate is None else self.best_candidate.to_json(),
             "stopped_by": self.stopped_by,
             "notes": self.notes,
+            "rounds": self.rounds,
             "wall_s": round(self.wall_s, 2),
         }
 
@@ -330,6 +331,7 @@ class OperatorResult:
             best_candidate=None if best is None else Suggested.from_json(best),
             stopped_by=data.get("stopped_by"),
             notes=list(data.get("notes") or []),
+            rounds=data.get("rounds") or 0,
             wall_s=data.get("wall_s") or 0.0,
         )
 

@@ -102,6 +102,7 @@ def _measure(
         pair.error,
         pair.rounds,
     )
+    result.notes.extend(pair.notes)
     if any(ev is not None and ev.reason == OUT_OF_TIME for ev in (pair.base, pair.head)):
         # Cut by the run's budget, not broken: no verdict, and not counted against the head.
         result.verdict, result.stopped_by = None, "time"
