@@ -1,9 +1,10 @@
 """What the GPU scripts share: the environment record (kernelbot's own fingerprint plus tool versions), a
-timestamped log, and the table printer."""
+timestamped log, the Wilson interval of a rate, and the table printer."""
 
 from __future__ import annotations
 
 import datetime
+import math
 import os
 import shutil
 import subprocess
@@ -88,6 +89,14 @@ def commit(root: Path, files: dict[str, str | None], message: str) -> str:
     git("add", "--all")
     git("commit", "--quiet", "--no-gpg-sign", "-m", message)
     return git("rev-parse", "HEAD").strip()
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson interval of a rate k/n (honest at n = 20 and k = 0)."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:

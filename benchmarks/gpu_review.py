@@ -38,7 +38,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks import benchlib  # noqa: E402
-from benchmarks.benchlib import Log, environment, print_table  # noqa: E402
+from benchmarks.benchlib import Log, environment, print_table, wilson  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
 from kernelbot.pipeline.measure import (  # noqa: E402
     PROCESSES_PER_SIDE,
@@ -96,16 +96,6 @@ class Deadline:
 
     def left(self) -> float:
         return self.end - time.monotonic()
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
-    """95% Wilson interval of a rate k/n (honest at n = 20 and k = 0)."""
-    if n == 0:
-        return None
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 # -- part 1: trials on live sandboxes ------------------------------------------------------------
@@ -248,11 +238,11 @@ def summarize(s: Scenario, cal: dict[str, Any] | None, asked: int) -> dict[str, 
     row["base_median_us"] = statistics.median(s.base_samples) * 1e3 if s.base_samples else None
     if s.kind == "aa":
         row["false_alarm_rate"] = alarms / n if n else None
-        row["rate_ci95"] = wilson(alarms, n)
+        row["rate_ci95"] = wilson(alarms, n) if n else None
         row["detection_rate"] = None
     else:
         row["detection_rate"] = counts["regression"] / n if n else None
-        row["rate_ci95"] = wilson(counts["regression"], n)
+        row["rate_ci95"] = wilson(counts["regression"], n) if n else None
         row["false_alarm_rate"] = None
     return row
 

@@ -51,7 +51,7 @@ class Side:
             "calls_per_sample": self.calls or 10,
             "times_ms": [self.ms] * 6,
             "sample_mode": "graph" if graphed else "calls",
-            "sample_note": None if graphed else "capture failed",
+            "sample_note": "capture failed" if self.graph != "off" and not graphed else None,
         }
 
 

@@ -172,7 +172,7 @@ def timing_from(answers: list[dict[str, Any]]) -> Timing:
         l2_persist_reset=last["l2_persist_reset"],
         wall_bound=sum(a.get("wall_bound", 0) for a in answers),
         sample_mode=last.get("sample_mode", "calls"),
-        sample_note=last.get("sample_note"),
+        sample_note=next((a["sample_note"] for a in answers if a.get("sample_note")), None),
     )
 
 

@@ -132,14 +132,15 @@ def run_rounds(
                 continue
             got[side] = answer
             _fix_how(every, answer)
+            note = answer.get("sample_note")
+            if note and f"samples are plain calls: {note}" not in out.notes:
+                out.notes.append(f"samples are plain calls: {note}")
             if reference is not None and monitor is not None and why is None:
                 state = monitor.read()
                 why = disturbed(state, reference, at_start) if state is not None else None
         if any(a.get("sample_mode") == "calls" for a in got.values()) and any(
             h.graph == "on" for h in every
         ):  # one side could not be captured: all sides on plain calls, and the rounds again
-            note = next((a.get("sample_note") for a in got.values() if a.get("sample_note")), None)
-            out.notes.append(f"samples are plain calls: {note or 'a side could not be captured'}")
             for h in every:
                 h.graph = "off"
             answers["base"].clear()

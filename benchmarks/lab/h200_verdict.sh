@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 20 on one H200 (benchmarks/results/2026-12-03-h200-verdict/), from the repository root with .whl and
+# .dev carried (benchmarks/lab/device_carry.sh). Stages, one per device call:
+#   bash benchmarks/lab/h200_verdict.sh first   the graph-sample GPU tests, then verdict_power on 10us and 25us
+#   bash benchmarks/lab/h200_verdict.sh second  verdict_power on 100us and 300us
+# DEADLINE (s) bounds verdict_power in each call.
+set -u
+: "${OUT:?set OUT to the folder for results}"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=.:/tmp/site PYTHONUNBUFFERED=1 PATH="$PWD/.dev/bin:$PATH" KERNELBOT_CACHE_DIR=/root/kernelbot-cache
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUT/gpu_$1.csv"
+python3 -c "import torch, pynvml; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nvml', pynvml.nvmlSystemGetDriverVersion() if not pynvml.nvmlInit() else '')" >"$OUT/versions.txt" 2>&1
+case "$1" in
+first)
+    timeout -k 5 150 python3 -m pytest -o addopts= -q -p no:cacheprovider -m gpu tests/test_gpu_graph_samples.py >"$OUT/pytest_graph.log" 2>&1
+    echo "graph tests: $(tail -1 "$OUT/pytest_graph.log")"
+    sizes="10us 25us" ;;
+second) sizes="100us 300us" ;;
+*) echo "stage: first | second"; exit 2 ;;
+esac
+timeout -k 10 "$((${DEADLINE:-380} + 60))" python3 benchmarks/verdict_power.py --sizes $sizes --trials 20 \
+    --deadline "${DEADLINE:-380}" --out "$OUT/$1" 2>&1 | tee "$OUT/verdict_$1.log" | grep -v "trial [0-9]*:" | tail -30
+grep -c "trial [0-9]*:" "$OUT/verdict_$1.log"

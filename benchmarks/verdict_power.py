@@ -1,0 +1,377 @@
+"""Device benchmark of the verdict's power: A/A false alarms and planted +2/+3/+5% slowdowns at four sizes.
+
+On the GPU machine, from the repository root:
+    PYTHONPATH=. python3 benchmarks/verdict_power.py --out DIR [--sizes 10us 25us] [--trials 20] [--deadline 540]
+On a laptop or CI box (a CPU smoke test of the script, tiny sizes):
+    PYTHONPATH=. python3 benchmarks/verdict_power.py --device cpu --trials 2 --out DIR
+
+The operator is a bf16 matmul (M, K, N); a planted slowdown makes the inner dimension K 2%, 3% or 5% longer
+(K = 6400 = 100 tiles of 64, so each adds whole tiles). Sizes are chosen for ~10, ~25, ~100 and ~300 µs a
+call on an H200; the base time and the realised slowdown (median over every trial's samples) are measured,
+not assumed.
+
+Per size, live sandboxes (PROCESSES_PER_SIDE each, used in turn as kernelbot review does) hold the base, two
+more copies of the base (A/A 1, A/A 2: 2 x trials A/A verdicts) and the three planted heads. A trial times
+them all in the same rounds (base and each head one batch a round, the order reversed every other round),
+and judges every head against the base exactly as kernelbot.pipeline.measure.run_rounds does for one pair:
+the same batches, the same sample mode (the first batch fixes calls per sample and CUDA graph replay), the
+same look schedule and alpha per look, the same rule (kernelbot.stats.compare), rounds with a clock change or
+a new process on the GPU taken again. A head leaves the trial once its verdict is settled or its last look is
+reached; sharing the base's batches is what makes 100 verdicts a size fit a device call, and is said in the
+results. Then one full `measure_pair` (fresh sandboxes, their check, the rounds) per size gives the wall time
+of an operator's verdict in a review.
+
+Writes DIR/verdict_power.json and DIR/verdict_power.md; prints the table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.benchlib import Log, environment, print_table, wilson  # noqa: E402
+from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
+from kernelbot.harness.gpustate import Monitor, disturbed  # noqa: E402
+from kernelbot.pipeline.measure import (  # noqa: E402
+    EXTRA_ROUNDS,
+    PROCESSES_PER_SIDE,
+    REPEAT_SHARE,
+    ROUNDS,
+    SAMPLES_PER_BATCH,
+    looks,
+    measure_pair,
+    open_checked,
+)
+from kernelbot.stats import compare  # noqa: E402
+
+THRESHOLD, ALPHA = 0.03, 0.01  # kernelbot's defaults (config.Thresholds)
+SIZES = {
+    "cuda": {
+        "10us": (512, 6400, 512),
+        "25us": (1024, 6400, 1024),
+        "100us": (2048, 6400, 3072),
+        "300us": (4096, 6400, 4096),
+    },
+    "cpu": {"tiny": (16, 1600, 16)},
+}
+DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
+HEADS = {"A/A 1": 0.0, "A/A 2": 0.0, "+2%": 0.02, "+3%": 0.03, "+5%": 0.05}
+MODULE = """
+import torch
+
+
+def matmul(a, b):
+    return a @ b
+
+
+def make_inputs(shape, dtype, device):
+    m, k, n = shape
+    return [torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)]
+"""
+
+
+def job(root: Path, device: str, shape: tuple[int, int, int]) -> dict[str, Any]:
+    return {
+        "kind": "declared",
+        "root": str(root),
+        "device": device,
+        "allow_tf32": False,
+        "atol": None,
+        "rtol": None,
+        "callable": "planted.py:matmul",
+        "inputs": "planted.py:make_inputs",
+        "reference": None,
+        "shapes": [list(shape)],
+        "dtypes": [DTYPE[device]],
+    }
+
+
+def planted(shape: tuple[int, int, int], fraction: float) -> tuple[int, int, int]:
+    m, k, n = shape
+    step = 64 if k % 6400 == 0 else 1
+    return m, round(k * (1 + fraction) / step) * step, n
+
+
+def trial(
+    handles: dict[str, list[Handle]],
+    settings: Settings,
+    extra: int,
+    monitor: Monitor | None,
+    t: int,
+) -> dict[str, Any]:
+    """One trial: every head judged against the shared base on run_rounds' schedule and rule."""
+    every = [h for hs in handles.values() for h in hs]
+    for h in every:
+        h.calls, h.graph = None, "auto"
+    schedule = looks(ROUNDS, extra)
+    alpha_look = ALPHA / len(schedule)
+    pending = {name: list(schedule) for name in handles if name != "base"}
+    batches: dict[str, list[list[float]]] = {name: [] for name in handles}
+    verdicts: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    budget = max(settings.time_budget_s / ROUNDS, 0.05)
+    reference = monitor.read() if monitor is not None else None
+    at_start = reference.foreign if reference is not None else ()
+    repeated, allowed = 0, int(REPEAT_SHARE * (ROUNDS + extra))
+    modes: set[str] = set()
+    r, t0 = 0, time.monotonic()
+    while pending:
+        order = ["base", *pending]
+        if r % 2:
+            order.reverse()
+        got: dict[str, dict[str, Any]] = {}
+        why = None
+        for name in order:
+            handle = handles[name][(t + r) % len(handles[name])]
+            answer = handle.time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, budget)
+            if answer is None:
+                failure = handle.failure
+                raise RuntimeError(f"{name}: {failure.status}: {failure.reason}" if failure else name)
+            got[name] = answer
+            for other in every:
+                if other.calls is None:
+                    other.calls = answer["calls_per_sample"]
+                if other.graph == "auto":
+                    other.graph = "on" if answer.get("sample_mode") == "graph" else "off"
+            if reference is not None and monitor is not None and why is None:
+                state = monitor.read()
+                why = disturbed(state, reference, at_start) if state is not None else None
+        if any(a.get("sample_mode") == "calls" for a in got.values()) and any(h.graph == "on" for h in every):
+            notes.append(f"plain calls: {next((a.get('sample_note') for a in got.values() if a.get('sample_note')), '')}")
+            for h in every:
+                h.graph = "off"
+            batches = {name: [] for name in handles}
+            r = 0
+            continue
+        if why is not None and repeated < allowed:
+            repeated += 1
+            notes.append(f"round {r + 1} taken again: {why}")
+            continue
+        for name, answer in got.items():
+            batches[name].append(list(answer["times_ms"]))
+            modes.add(str(answer.get("sample_mode")))
+        r += 1
+        for name in list(pending):
+            if r < pending[name][0]:
+                continue
+            c = compare(batches["base"], batches[name], threshold=THRESHOLD, alpha=alpha_look)
+            pending[name].pop(0)
+            if c.settled or not pending[name]:
+                verdicts[name] = {
+                    "verdict": c.verdict,
+                    "ratio": c.ratio,
+                    "p_value": c.p_value,
+                    "ci99": list(c.ratio_ci99),
+                    "rounds": r,
+                    "wall_s": round(time.monotonic() - t0, 2),
+                }
+                del pending[name]
+    return {
+        "verdicts": verdicts,
+        "rounds": r,
+        "repeated": repeated,
+        "modes": sorted(modes),
+        "calls_per_sample": handles["base"][0].calls,
+        "notes": notes,
+        "base_ms": [x for b in batches["base"] for x in b],
+        "head_ms": {name: [x for b in bs for x in b] for name, bs in batches.items() if name != "base"},
+        "wall_s": round(time.monotonic() - t0, 2),
+    }
+
+
+def open_all(
+    jobs: dict[str, dict[str, Any]], settings: Settings
+) -> tuple[dict[str, list[Handle]], cf.ThreadPoolExecutor]:
+    """Every sandbox at once. The pool comes back alive: a sandbox dies with the thread that started it
+    (PR_SET_PDEATHSIG), so the threads must outlive the handles; shut the pool down after closing them."""
+    keys = [(name, i) for name in jobs for i in range(PROCESSES_PER_SIDE)]
+    pool = cf.ThreadPoolExecutor(max_workers=len(keys))
+    futures = {key: pool.submit(open_checked, jobs[key[0]], settings) for key in keys}
+    handles: dict[str, list[Handle]] = {name: [] for name in jobs}
+    failed = None
+    for (name, _), future in futures.items():
+        handle = future.result()
+        assert handle is not None
+        handles[name].append(handle)
+        if handle.failure is not None and failed is None:
+            failed = f"{name}: {handle.failure.status}: {handle.failure.reason}"
+    if failed is not None:
+        for h in (h for hs in handles.values() for h in hs):
+            h.close()
+        pool.shutdown()
+        raise RuntimeError(failed)
+    return handles, pool
+
+
+def summarize(size: str, shape: tuple[int, int, int], trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    base = [x for t in trials for x in t["base_ms"]]
+    for name, fraction in HEADS.items():
+        got = [t["verdicts"][name] for t in trials if name in t["verdicts"]]
+        head = [x for t in trials for x in t["head_ms"][name]]
+        counts = {v: sum(g["verdict"] == v for g in got) for v in ("regression", "no_change", "improvement", "ambiguous")}
+        n = len(got)
+        hits = counts["regression"] + (counts["improvement"] if fraction == 0 else 0)
+        rows.append(
+            {
+                "size": size,
+                "shape": list(shape),
+                "head": name,
+                "planted": fraction,
+                "base_us": statistics.median(base) * 1e3 if base else None,
+                "realised": statistics.median(head) / statistics.median(base) - 1 if base and head else None,
+                "trials": n,
+                "counts": counts,
+                "rate": hits / n if n else None,
+                "rate_ci95": wilson(hits, n) if n else None,
+                "median_rounds": statistics.median(g["rounds"] for g in got) if got else None,
+                "median_wall_s": statistics.median(g["wall_s"] for g in got) if got else None,
+            }
+        )
+    return rows
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    log = Log()
+    stop_at = time.monotonic() + args.deadline
+    device = args.device
+    env = environment(device)
+    extra = EXTRA_ROUNDS[device]
+    settings = Settings(time_budget_s=0.6, timeout_s=120.0, seeds=2)
+    workdir = Path(tempfile.mkdtemp(prefix="kernelbot-verdict-power-"))
+    (workdir / "planted.py").write_text(MODULE)
+    sizes = {k: v for k, v in SIZES[device].items() if not args.sizes or k in args.sizes}
+    result: dict[str, Any] = {"env": env, "args": vars(args), "sizes": {}, "rows": [], "full": [], "skipped": []}
+    share = args.deadline / max(1, len(sizes))
+    for i, (size, shape) in enumerate(sizes.items()):
+        size_stop = min(stop_at, time.monotonic() + share * (1 if i < len(sizes) - 1 else 10))
+        jobs = {"base": job(workdir, device, shape)} | {
+            name: job(workdir, device, planted(shape, f)) for name, f in HEADS.items()
+        }
+        log.line(f"{size} {shape}: opening {len(jobs) * PROCESSES_PER_SIDE} sandboxes")
+        try:
+            handles, pool = open_all(jobs, settings)
+        except Exception as exc:
+            result["skipped"].append(f"{size}: {exc}")
+            log.line(f"{size}: {exc}")
+            continue
+        monitor = Monitor(settings.gpu) if device == "cuda" else None
+        trials: list[dict[str, Any]] = []
+        try:
+            full_reserve = 25.0 if device == "cuda" else 10.0
+            while len(trials) < args.trials and time.monotonic() < size_stop - full_reserve:
+                try:
+                    got = trial(handles, settings, extra, monitor, len(trials))
+                except RuntimeError as exc:
+                    result["skipped"].append(f"{size} trial {len(trials) + 1}: {exc}")
+                    break
+                trials.append(got)
+                log.line(
+                    f"{size} trial {len(trials)}: {got['rounds']} rounds {got['wall_s']} s {got['modes']} "
+                    + ", ".join(f"{k} {v['verdict']} {v['ratio']:.4f}@{v['rounds']}" for k, v in got["verdicts"].items())
+                )
+        finally:
+            for h in (h for hs in handles.values() for h in hs):
+                h.close()
+            pool.shutdown()
+        result["sizes"][size] = {"shape": list(shape), "trials": [{k: v for k, v in t.items() if not k.endswith("_ms")} for t in trials]}
+        result["rows"] += summarize(size, shape, trials)
+        if time.monotonic() < stop_at - 5:
+            t0 = time.monotonic()
+            pair = measure_pair(jobs["base"], jobs["+3%"], settings, threshold=THRESHOLD, alpha=ALPHA)
+            full = {
+                "size": size,
+                "head": "+3%",
+                "verdict": pair.verdict,
+                "error": pair.error,
+                "ratio": pair.comparison.ratio if pair.comparison else None,
+                "rounds": pair.rounds,
+                "mode": pair.head.timing.sample_mode if pair.head and pair.head.timing else None,
+                "notes": pair.notes,
+                "wall_s": round(time.monotonic() - t0, 1),
+            }
+            result["full"].append(full)
+            log.line(f"{size} full measure_pair +3%: {full}")
+    return result
+
+
+def render(result: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
+    env = result["env"]
+    header = ["size", "head", "base µs", "realised", "reg / no change / imp / ambiguous", "rate (95% CI)", "rounds", "wall s"]
+    rows = []
+    for r in result["rows"]:
+        c = r["counts"]
+        ci = r["rate_ci95"]
+        what = "false alarms" if r["planted"] == 0 else "detected"
+        rate = f"{what} {c['regression'] + (c['improvement'] if r['planted'] == 0 else 0)}/{r['trials']}" + (
+            f" ({ci[0]:.0%}–{ci[1]:.0%})" if ci else ""
+        )
+        rows.append(
+            [
+                r["size"],
+                r["head"],
+                f"{r['base_us']:.1f}" if r["base_us"] else "—",
+                f"{r['realised']:+.1%}" if r["realised"] is not None else "—",
+                f"{c['regression']} / {c['no_change']} / {c['improvement']} / {c['ambiguous']}",
+                rate,
+                f"{r['median_rounds']:.0f}" if r["median_rounds"] else "—",
+                f"{r['median_wall_s']:.1f}" if r["median_wall_s"] else "—",
+            ]
+        )
+    lines = [
+        "# kernelbot verdict power: A/A false alarms and planted slowdowns",
+        "",
+        f"- device: {env.get('gpu') or env.get('cpu')}, driver {env.get('driver')}, torch {env.get('torch')} "
+        f"(CUDA {env.get('torch_cuda')}), Python {env.get('python')}",
+        f"- rule: threshold {THRESHOLD:.0%} (called from half of it), alpha {ALPHA}, looks at "
+        f"{looks(ROUNDS, EXTRA_ROUNDS[result['args']['device']])} rounds, alpha/{len(looks(ROUNDS, EXTRA_ROUNDS[result['args']['device']]))} each; "
+        f"{SAMPLES_PER_BATCH} samples a batch; heads share the base's batches within a trial",
+        "- rate: A/A any call (regression or improvement) is a false alarm; planted: regression; 95% Wilson interval",
+        "- rounds, wall s: medians per verdict inside a trial (live sandboxes); the full verdicts below include "
+        "opening and checking the sandboxes",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *["| " + " | ".join(row) + " |" for row in rows],
+        "",
+        "Full `measure_pair` verdicts (fresh sandboxes, check, rounds): "
+        + "; ".join(f"{f['size']} {f['head']}: {f['verdict']} in {f['rounds']} rounds, {f['wall_s']} s ({f['mode']})" for f in result["full"]),
+        "",
+    ]
+    if result["skipped"]:
+        lines += ["Skipped: " + "; ".join(result["skipped"]), ""]
+    return header, rows, "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--sizes", nargs="*")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole run")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = run(args)
+    header, rows, text = render(result)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "verdict_power.json").write_text(json.dumps(result, indent=1, default=str))
+        (args.out / "verdict_power.md").write_text(text)
+    print_table("verdict power", header, rows)
+    for f in result["full"]:
+        print(f"full {f['size']} {f['head']}: {f['verdict']} {f['rounds']} rounds {f['wall_s']} s {f['mode']} {f['notes']}")
+
+
+if __name__ == "__main__":
+    main()
