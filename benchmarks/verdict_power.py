@@ -56,7 +56,7 @@ from kernelbot.pipeline.measure import (  # noqa: E402
 from kernelbot.stats import compare  # noqa: E402
 
 THRESHOLD, ALPHA = 0.03, 0.01  # kernelbot's defaults (config.Thresholds)
-SIZES = {
+SIZES = {  # matmul (M, K, N): the planted slowdown lengthens K
     "cuda": {
         "10us": (512, 6400, 512),
         "25us": (1024, 6400, 1024),
@@ -64,6 +64,13 @@ SIZES = {
         "300us": (4096, 6400, 4096),
     },
     "cpu": {"tiny": (16, 1600, 16)},
+}
+# scale (elementwise, float32, 8 bytes a element moved): the planted slowdown lengthens the vector. The first
+# H200 run showed the matmul's K steps changing cuBLAS's kernel (+5% at 10 µs ran 9% faster), so the
+# elementwise operator is the default: its time grows smoothly with its length.
+ELEMENTS = {
+    "cuda": {"10us": 4 << 20, "25us": 12 << 20, "100us": 50 << 20, "300us": 150 << 20},
+    "cpu": {"tiny": 1 << 16},
 }
 DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
 HEADS = {"A/A 1": 0.0, "A/A 2": 0.0, "+2%": 0.02, "+3%": 0.03, "+5%": 0.05}
@@ -78,10 +85,19 @@ def matmul(a, b):
 def make_inputs(shape, dtype, device):
     m, k, n = shape
     return [torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)]
+
+
+def scale(x):
+    return x * 2.0
+
+
+def make_vector(shape, dtype, device):
+    return [torch.randn(*shape, dtype=dtype, device=device)]
 """
 
 
-def job(root: Path, device: str, shape: tuple[int, int, int]) -> dict[str, Any]:
+def job(root: Path, device: str, shape: tuple[int, ...]) -> dict[str, Any]:
+    vector = len(shape) == 1
     return {
         "kind": "declared",
         "root": str(root),
@@ -89,15 +105,17 @@ def job(root: Path, device: str, shape: tuple[int, int, int]) -> dict[str, Any]:
         "allow_tf32": False,
         "atol": None,
         "rtol": None,
-        "callable": "planted.py:matmul",
-        "inputs": "planted.py:make_inputs",
+        "callable": "planted.py:" + ("scale" if vector else "matmul"),
+        "inputs": "planted.py:" + ("make_vector" if vector else "make_inputs"),
         "reference": None,
         "shapes": [list(shape)],
-        "dtypes": [DTYPE[device]],
+        "dtypes": ["float32" if vector else DTYPE[device]],
     }
 
 
-def planted(shape: tuple[int, int, int], fraction: float) -> tuple[int, int, int]:
+def planted(shape: tuple[int, ...], fraction: float) -> tuple[int, ...]:
+    if len(shape) == 1:
+        return (round(shape[0] * (1 + fraction) / 1024) * 1024,)
     m, k, n = shape
     step = 64 if k % 6400 == 0 else 1
     return m, round(k * (1 + fraction) / step) * step, n
@@ -125,6 +143,7 @@ def trial(
     at_start = reference.foreign if reference is not None else ()
     repeated, allowed = 0, int(REPEAT_SHARE * (ROUNDS + extra))
     modes: set[str] = set()
+    per_process: dict[str, list[float]] = {}  # batch medians by sandbox: how far processes of one code differ
     r, t0 = 0, time.monotonic()
     while pending:
         order = ["base", *pending]
@@ -148,7 +167,9 @@ def trial(
                 state = monitor.read()
                 why = disturbed(state, reference, at_start) if state is not None else None
         if any(a.get("sample_mode") == "calls" for a in got.values()) and any(h.graph == "on" for h in every):
-            notes.append(f"plain calls: {next((a.get('sample_note') for a in got.values() if a.get('sample_note')), '')}")
+            notes.append(
+                f"plain calls: {next((a.get('sample_note') for a in got.values() if a.get('sample_note')), '')}"
+            )
             for h in every:
                 h.graph = "off"
             batches = {name: [] for name in handles}
@@ -161,6 +182,8 @@ def trial(
         for name, answer in got.items():
             batches[name].append(list(answer["times_ms"]))
             modes.add(str(answer.get("sample_mode")))
+            key = f"{name}#{(t + r) % len(handles[name])}"
+            per_process.setdefault(key, []).append(statistics.median(answer["times_ms"]))
         r += 1
         for name in list(pending):
             if r < pending[name][0]:
@@ -184,6 +207,7 @@ def trial(
         "modes": sorted(modes),
         "calls_per_sample": handles["base"][0].calls,
         "notes": notes,
+        "per_process": per_process,
         "base_ms": [x for b in batches["base"] for x in b],
         "head_ms": {name: [x for b in bs for x in b] for name, bs in batches.items() if name != "base"},
         "wall_s": round(time.monotonic() - t0, 2),
@@ -214,13 +238,16 @@ def open_all(
     return handles, pool
 
 
-def summarize(size: str, shape: tuple[int, int, int], trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize(size: str, shape: tuple[int, ...], trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     base = [x for t in trials for x in t["base_ms"]]
     for name, fraction in HEADS.items():
         got = [t["verdicts"][name] for t in trials if name in t["verdicts"]]
         head = [x for t in trials for x in t["head_ms"][name]]
-        counts = {v: sum(g["verdict"] == v for g in got) for v in ("regression", "no_change", "improvement", "ambiguous")}
+        counts = {
+            v: sum(g["verdict"] == v for g in got)
+            for v in ("regression", "no_change", "improvement", "ambiguous")
+        }
         n = len(got)
         hits = counts["regression"] + (counts["improvement"] if fraction == 0 else 0)
         rows.append(
@@ -251,8 +278,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(time_budget_s=0.6, timeout_s=120.0, seeds=2)
     workdir = Path(tempfile.mkdtemp(prefix="kernelbot-verdict-power-"))
     (workdir / "planted.py").write_text(MODULE)
-    sizes = {k: v for k, v in SIZES[device].items() if not args.sizes or k in args.sizes}
-    result: dict[str, Any] = {"env": env, "args": vars(args), "sizes": {}, "rows": [], "full": [], "skipped": []}
+    table = SIZES[device] if args.op == "matmul" else {k: (n,) for k, n in ELEMENTS[device].items()}
+    sizes = {k: v for k, v in table.items() if not args.sizes or k in args.sizes}
+    result: dict[str, Any] = {
+        "env": env,
+        "args": vars(args),
+        "sizes": {},
+        "rows": [],
+        "full": [],
+        "skipped": [],
+    }
     share = args.deadline / max(1, len(sizes))
     for i, (size, shape) in enumerate(sizes.items()):
         size_stop = min(stop_at, time.monotonic() + share * (1 if i < len(sizes) - 1 else 10))
@@ -279,13 +314,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 trials.append(got)
                 log.line(
                     f"{size} trial {len(trials)}: {got['rounds']} rounds {got['wall_s']} s {got['modes']} "
-                    + ", ".join(f"{k} {v['verdict']} {v['ratio']:.4f}@{v['rounds']}" for k, v in got["verdicts"].items())
+                    + ", ".join(
+                        f"{k} {v['verdict']} {v['ratio']:.4f}@{v['rounds']}"
+                        for k, v in got["verdicts"].items()
+                    )
                 )
         finally:
             for h in (h for hs in handles.values() for h in hs):
                 h.close()
             pool.shutdown()
-        result["sizes"][size] = {"shape": list(shape), "trials": [{k: v for k, v in t.items() if not k.endswith("_ms")} for t in trials]}
+        processes: dict[str, list[float]] = {}
+        for t in trials:
+            for key, medians in t["per_process"].items():
+                processes.setdefault(key, []).extend(medians)
+        base_median = statistics.median(processes.get("base#0", [0]) + processes.get("base#1", [0])) or 1.0
+        spread = {k: round(statistics.median(v) / base_median, 4) for k, v in sorted(processes.items())}
+        log.line(f"{size} each sandbox's median / base's: {spread}")
+        result["sizes"][size] = {
+            "shape": list(shape),
+            "process_ratio": spread,
+            "trials": [
+                {k: v for k, v in t.items() if not k.endswith("_ms") and k != "per_process"} for t in trials
+            ],
+        }
         result["rows"] += summarize(size, shape, trials)
         if time.monotonic() < stop_at - 5:
             t0 = time.monotonic()
@@ -308,7 +359,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
     env = result["env"]
-    header = ["size", "head", "base µs", "realised", "reg / no change / imp / ambiguous", "rate (95% CI)", "rounds", "wall s"]
+    header = [
+        "size",
+        "head",
+        "base µs",
+        "realised",
+        "reg / no change / imp / ambiguous",
+        "rate (95% CI)",
+        "rounds",
+        "wall s",
+    ]
     rows = []
     for r in result["rows"]:
         c = r["counts"]
@@ -346,7 +406,10 @@ def render(result: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
         *["| " + " | ".join(row) + " |" for row in rows],
         "",
         "Full `measure_pair` verdicts (fresh sandboxes, check, rounds): "
-        + "; ".join(f"{f['size']} {f['head']}: {f['verdict']} in {f['rounds']} rounds, {f['wall_s']} s ({f['mode']})" for f in result["full"]),
+        + "; ".join(
+            f"{f['size']} {f['head']}: {f['verdict']} in {f['rounds']} rounds, {f['wall_s']} s ({f['mode']})"
+            for f in result["full"]
+        ),
         "",
     ]
     if result["skipped"]:
@@ -358,6 +421,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--sizes", nargs="*")
+    parser.add_argument("--op", default="scale", choices=["scale", "matmul"])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole run")
     parser.add_argument("--out", type=Path)
@@ -370,7 +434,9 @@ def main() -> None:
         (args.out / "verdict_power.md").write_text(text)
     print_table("verdict power", header, rows)
     for f in result["full"]:
-        print(f"full {f['size']} {f['head']}: {f['verdict']} {f['rounds']} rounds {f['wall_s']} s {f['mode']} {f['notes']}")
+        print(
+            f"full {f['size']} {f['head']}: {f['verdict']} {f['rounds']} rounds {f['wall_s']} s {f['mode']} {f['notes']}"
+        )
 
 
 if __name__ == "__main__":

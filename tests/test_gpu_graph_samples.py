@@ -56,7 +56,11 @@ def _job(root: Path, fn: str, n: int) -> dict[str, Any]:
 def test_a_short_operator_is_sampled_from_a_graph_and_a_slowdown_is_called(tmp_path: Path) -> None:
     (tmp_path / "ops.py").write_text(OPS)
     pair = measure_pair(
-        _job(tmp_path, "scale", 1 << 20), _job(tmp_path, "scale", 2 << 20), SETTINGS, threshold=0.03, alpha=0.01
+        _job(tmp_path, "scale", 1 << 20),
+        _job(tmp_path, "scale", 2 << 20),
+        SETTINGS,
+        threshold=0.03,
+        alpha=0.01,
     )
     assert pair.error is None, pair.error
     assert pair.base and pair.base.timing and pair.head and pair.head.timing

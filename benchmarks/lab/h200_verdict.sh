@@ -2,7 +2,9 @@
 # Issue 20 on one H200 (benchmarks/results/2026-12-03-h200-verdict/), from the repository root with .whl and
 # .dev carried (benchmarks/lab/device_carry.sh). Stages, one per device call:
 #   bash benchmarks/lab/h200_verdict.sh first   the graph-sample GPU tests, then verdict_power on 10us and 25us
-#   bash benchmarks/lab/h200_verdict.sh second  verdict_power on 100us and 300us
+#                                              (call 1 of the session: the matmul operator, --op matmul)
+#   bash benchmarks/lab/h200_verdict.sh second  the graph-sample GPU tests, then verdict_power on SIZES
+#                                              (default 25us 300us) with the elementwise operator
 # DEADLINE (s) bounds verdict_power in each call.
 set -u
 : "${OUT:?set OUT to the folder for results}"
@@ -16,9 +18,12 @@ first)
     timeout -k 5 150 python3 -m pytest -o addopts= -q -p no:cacheprovider -m gpu tests/test_gpu_graph_samples.py >"$OUT/pytest_graph.log" 2>&1
     echo "graph tests: $(tail -1 "$OUT/pytest_graph.log")"
     sizes="10us 25us" ;;
-second) sizes="100us 300us" ;;
+second)
+    timeout -k 5 150 python3 -m pytest -o addopts= -q -p no:cacheprovider -m gpu tests/test_gpu_graph_samples.py >"$OUT/pytest_graph.log" 2>&1
+    echo "graph tests: $(tail -1 "$OUT/pytest_graph.log")"
+    sizes="${SIZES:-25us 300us}" ;;
 *) echo "stage: first | second"; exit 2 ;;
 esac
-timeout -k 10 "$((${DEADLINE:-380} + 60))" python3 benchmarks/verdict_power.py --sizes $sizes --trials 20 \
+timeout -k 10 "$((${DEADLINE:-380} + 60))" python3 benchmarks/verdict_power.py --sizes $sizes --trials 20 --op "${OP:-scale}" \
     --deadline "${DEADLINE:-380}" --out "$OUT/$1" 2>&1 | tee "$OUT/verdict_$1.log" | grep -v "trial [0-9]*:" | tail -30
 grep -c "trial [0-9]*:" "$OUT/verdict_$1.log"

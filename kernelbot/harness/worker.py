@@ -184,6 +184,13 @@ class Subject:
             text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             with contextlib.suppress(Exception):
                 self.timer.sync()
+            # A capture that fails part-way leaves the CUDA generators expecting one (H200: the next
+            # torch.randn raised "Offset increment outside graph capture"): a capture that ends clears it.
+            with contextlib.suppress(Exception):
+                scratch = torch.zeros(1, device="cuda")
+                with _graph(_CUDAGraph()):
+                    scratch.add_(1)
+                self.timer.sync()
             return f"CUDA graph capture failed ({type(exc).__name__}: {text}): plain calls"
         self.graph, self.outputs = graph, outputs
         return None
