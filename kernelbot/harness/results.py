@@ -14,8 +14,7 @@ SCHEMA_VERSION = 1  # bump when a field changes meaning; stored with every JSON 
 # 3: a GPU sample counts at least its wall time less the host latency (timing.counted_ms).
 # 4: samples taken by the judge process, each bounded by its own clock (judge.py); inputs permuted per sample.
 # 5: the judge's clock bounds batch medians past a busy floor (judge.bound); a CPU sample may hold 10k calls.
-# 6: each GPU timing batch's tensors lie elsewhere in device memory (worker.Subject.relocate).
-TIMING_PROTOCOL = 6
+TIMING_PROTOCOL = 5
 
 STATUSES = ("ok", "incorrect", "crashed", "timeout", "build_error", "rejected")
 

@@ -100,7 +100,6 @@ class Subject:
         self.calls = 1
         self.outputs: list[Any] = []
         self.graph: torch.cuda.CUDAGraph | None = None  # the timed calls, captured (capture())
-        self.spacer: torch.Tensor | None = None  # held for a batch so its tensors lie elsewhere (relocate())
         self.tolerance = (job.get("atol"), job.get("rtol"))
 
     def guard(self) -> None:
@@ -132,8 +131,6 @@ class Subject:
         """Set up a timing batch. `graph`: "off" (plain calls), "on" (replay from a CUDA graph where it can be
         captured) or "auto" ("on" for an operator whose call takes under GRAPH_BELOW_MS)."""
         self.graph = None  # the last batch's graph (and the memory it holds) goes before this one's sets
-        if self.device == "cuda":
-            self.relocate(seed)
         first = self.op.cases[0].make(seed)
         pristine = clone(first)  # before the subject sees them: a write into its inputs is undone below
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
@@ -152,19 +149,6 @@ class Subject:
             mode = "graph" if self.graph is not None else "calls"
             self.guard()
         return {"calls": self.calls, "n_sets": n_sets, "mode": mode, "note": note}
-
-    def relocate(self, seed: int) -> None:
-        """This batch's tensors somewhere else in device memory than the last batch's.
-
-        On the H200 two processes timing the same code differed by up to 2.5% for as long as they ran (a
-        memory-bound 300 µs operator: 0.991 against 1.015 of the base's median), while each was steady: the
-        caching allocator hands a process the same blocks batch after batch, so where its memory happens to
-        lie is a fixed offset of that process, which the rounds cannot tell from a change. Returning the
-        cached blocks and taking a spacer of a size the batch's seed picks first puts each batch's inputs
-        and outputs elsewhere, so placement becomes round-to-round noise, which the verdict's statistics see."""
-        self.sets, self.masters, self.outputs, self.spacer = [], [], [], None
-        torch.cuda.empty_cache()
-        self.spacer = torch.empty((seed * 2654435761 % 97) << 21, dtype=torch.uint8, device="cuda")
 
     def capture(self) -> str | None:
         """The sample's calls (the sets in turn, as one_sample makes them) captured into one CUDA graph, kept in
