@@ -3,6 +3,7 @@
 # .dev carried (benchmarks/lab/device_carry.sh). Stages, one per device call:
 #   bash benchmarks/lab/h200_verdict.sh first   the graph-sample GPU tests, then verdict_power on 10us and 25us
 #                                              (call 1 of the session: the matmul operator, --op matmul)
+#   bash benchmarks/lab/h200_verdict.sh third   verdict_power on SIZES again (after each batch was relocated)
 #   bash benchmarks/lab/h200_verdict.sh second  the graph-sample GPU tests, then verdict_power on SIZES
 #                                              (default 25us 300us) with the elementwise operator
 # DEADLINE (s) bounds verdict_power in each call.
@@ -14,6 +15,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUT/gpu_$1.csv"
 python3 -c "import torch, pynvml; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nvml', pynvml.nvmlSystemGetDriverVersion() if not pynvml.nvmlInit() else '')" >"$OUT/versions.txt" 2>&1
 case "$1" in
+third) sizes="${SIZES:-25us 300us}" ;;  # after Subject.relocate: the same sizes again, no tests
 first)
     timeout -k 5 150 python3 -m pytest -o addopts= -q -p no:cacheprovider -m gpu tests/test_gpu_graph_samples.py >"$OUT/pytest_graph.log" 2>&1
     echo "graph tests: $(tail -1 "$OUT/pytest_graph.log")"
