@@ -144,6 +144,7 @@ def trial(
     repeated, allowed = 0, int(REPEAT_SHARE * (ROUNDS + extra))
     modes: set[str] = set()
     per_process: dict[str, list[float]] = {}  # batch medians by sandbox: how far processes of one code differ
+    claimed: dict[str, list[float]] = {}  # the same, of the subject's claims before the judge's bound
     r, t0 = 0, time.monotonic()
     while pending:
         order = ["base", *pending]
@@ -184,6 +185,12 @@ def trial(
             modes.add(str(answer.get("sample_mode")))
             key = f"{name}#{(t + r) % len(handles[name])}"
             per_process.setdefault(key, []).append(statistics.median(answer["times_ms"]))
+            # What the subject's own events claimed, before the judge's clock bounded it (judge.bound): if
+            # sandboxes differ in what is counted but not in what is claimed, the bound makes the difference.
+            clocks = (answer.get("debug") or [[]])[0]
+            if clocks:
+                per_call = statistics.median(c[0] for c in clocks) / answer["calls_per_sample"]
+                claimed.setdefault(key, []).append(per_call)
         r += 1
         for name in list(pending):
             if r < pending[name][0]:
@@ -208,6 +215,7 @@ def trial(
         "calls_per_sample": handles["base"][0].calls,
         "notes": notes,
         "per_process": per_process,
+        "claimed": claimed,
         "base_ms": [x for b in batches["base"] for x in b],
         "head_ms": {name: [x for b in bs for x in b] for name, bs in batches.items() if name != "base"},
         "wall_s": round(time.monotonic() - t0, 2),
@@ -323,18 +331,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for h in (h for hs in handles.values() for h in hs):
                 h.close()
             pool.shutdown()
-        processes: dict[str, list[float]] = {}
-        for t in trials:
-            for key, medians in t["per_process"].items():
-                processes.setdefault(key, []).extend(medians)
-        base_median = statistics.median(processes.get("base#0", [0]) + processes.get("base#1", [0])) or 1.0
-        spread = {k: round(statistics.median(v) / base_median, 4) for k, v in sorted(processes.items())}
-        log.line(f"{size} each sandbox's median / base's: {spread}")
+        spreads = {}
+        for field in ("per_process", "claimed"):
+            processes: dict[str, list[float]] = {}
+            for t in trials:
+                for key, medians in t[field].items():
+                    processes.setdefault(key, []).extend(medians)
+            base_median = (
+                statistics.median(processes.get("base#0", [0]) + processes.get("base#1", [0])) or 1.0
+            )
+            spreads[field] = {
+                k: round(statistics.median(v) / base_median, 4) for k, v in sorted(processes.items())
+            }
+            log.line(f"{size} each sandbox's median / base's ({field}): {spreads[field]}")
         result["sizes"][size] = {
             "shape": list(shape),
-            "process_ratio": spread,
+            "process_ratio": spreads["per_process"],
+            "claimed_ratio": spreads["claimed"],
             "trials": [
-                {k: v for k, v in t.items() if not k.endswith("_ms") and k != "per_process"} for t in trials
+                {k: v for k, v in t.items() if not k.endswith("_ms") and k not in ("per_process", "claimed")}
+                for t in trials
             ],
         }
         result["rows"] += summarize(size, shape, trials)
