@@ -142,7 +142,9 @@ def trial(
     reference = monitor.read() if monitor is not None else None
     at_start = reference.foreign if reference is not None else ()
     if monitor is not None:
-        notes.append(f"GPU at the start: {reference.public()}" if reference is not None else str(monitor.note))
+        notes.append(
+            f"GPU at the start: {reference.public()}" if reference is not None else str(monitor.note)
+        )
     repeated, allowed = 0, int(REPEAT_SHARE * (ROUNDS + extra))
     modes: set[str] = set()
     per_process: dict[str, list[float]] = {}  # batch medians by sandbox: how far processes of one code differ
