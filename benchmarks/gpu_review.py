@@ -39,8 +39,10 @@ if str(REPO) not in sys.path:
 
 from benchmarks import benchlib  # noqa: E402
 from benchmarks.benchlib import Log, environment, print_table, wilson  # noqa: E402
+from benchmarks.verdict_power import MODULE, job, planted  # noqa: E402
 from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
 from kernelbot.pipeline.measure import (  # noqa: E402
+    EXTRA_ROUNDS,
     PROCESSES_PER_SIDE,
     ROUNDS,
     SAMPLES_PER_BATCH,
@@ -54,13 +56,8 @@ SCHEMA_VERSION = 1
 RESERVE_S = 15.0  # kept back for writing results and closing sandboxes
 E2E_RESERVE_S = {"cuda": 100.0, "cpu": 45.0}  # time kept for the end-to-end review after the trials
 VERDICTS = ("regression", "no_change", "improvement", "ambiguous")
-try:  # the review pipeline's own defaults (kernelbot.pipeline.review passes max_extra_rounds = max_rounds * 2)
-    from kernelbot.config import Thresholds
-
-    _T = Thresholds()
-    THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = _T.regression, _T.p_value, _T.max_rounds
-except ImportError:  # pydantic missing: the same numbers by hand
-    THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = 0.03, 0.01, 8
+# The review pipeline's own defaults (config.Thresholds; extra rounds per device from measure.EXTRA_ROUNDS).
+THRESHOLD, ALPHA, MAX_EXTRA_ROUNDS = 0.03, 0.01, EXTRA_ROUNDS["cuda"]
 # On a shared CPU box two processes running the same code differ by up to ~5%, so the CPU smoke test judges
 # with tests/test_review.py's 25% (the planted 3%/5% are then not meant to be detected on the CPU).
 DEFAULT_THRESHOLD = {"cuda": THRESHOLD, "cpu": 0.25}
@@ -74,19 +71,6 @@ SIZES = {
 }
 DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
 PLANTED = {"aa": 0.0, "+3%": 0.03, "+5%": 0.05}
-
-PLANTED_MODULE = """
-import torch
-
-
-def matmul(a, b):
-    return a @ b
-
-
-def make_inputs(shape, dtype, device):
-    m, k, n = shape
-    return [torch.randn(m, k, dtype=dtype, device=device), torch.randn(k, n, dtype=dtype, device=device)]
-"""
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -116,40 +100,18 @@ class Scenario:
         return f"{self.size} {'A/A' if self.kind == 'aa' else self.kind}"
 
 
-def _job(root: Path, device: str, shape: tuple[int, int, int], dtype: str) -> dict[str, Any]:
-    return {
-        "kind": "declared",
-        "root": str(root),
-        "device": device,
-        "allow_tf32": False,
-        "atol": None,
-        "rtol": None,
-        "callable": "planted.py:matmul",
-        "inputs": "planted.py:make_inputs",
-        "reference": None,
-        "shapes": [list(shape)],
-        "dtypes": [dtype],
-    }
-
-
-def planted_shape(shape: tuple[int, int, int], fraction: float) -> tuple[int, int, int]:
-    m, k, n = shape
-    step = 64 if k % 6400 == 0 else 1  # 6400 = 100 whole 64-wide tiles: 3% and 5% add whole tiles
-    return m, round(k * (1 + fraction) / step) * step, n
-
-
 def open_handles(
-    jobs: dict[str, dict[str, Any]], settings: Settings, workers: int
+    jobs: dict[str, dict[str, Any]], settings: Settings, pool: cf.ThreadPoolExecutor
 ) -> dict[str, Handle | BaseException | None]:
-    """Start and check every sandbox at once (nothing is being timed yet), as measure_pair's open_checked does."""
-    with cf.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {key: pool.submit(open_checked, job, settings) for key, job in jobs.items()}
-        out: dict[str, Handle | BaseException | None] = {}
-        for key, future in futures.items():
-            try:
-                out[key] = future.result()
-            except Exception as exc:  # a failure to spawn, recorded per sandbox
-                out[key] = exc
+    """Start and check every sandbox at once (nothing is being timed yet), as measure_pair's open_checked does.
+    A sandbox dies with the thread that started it (PR_SET_PDEATHSIG): `pool` must outlive the handles."""
+    futures = {key: pool.submit(open_checked, job, settings) for key, job in jobs.items()}
+    out: dict[str, Handle | BaseException | None] = {}
+    for key, future in futures.items():
+        try:
+            out[key] = future.result()
+        except Exception as exc:  # a failure to spawn, recorded per sandbox
+            out[key] = exc
     return out
 
 
@@ -273,13 +235,14 @@ def run_size(
             for h in (h for hs in pair.values() for h in hs):
                 h.calls = None  # as in a fresh measure_pair: base's first batch fixes calls for both
             t0 = time.monotonic()
-            comparison, answers, rounds = run_rounds(
+            measured = run_rounds(
                 pair,
                 settings,
                 threshold=threshold,
                 alpha=ALPHA,
                 max_extra_rounds=MAX_EXTRA_ROUNDS,
             )
+            comparison, answers, rounds = measured.comparison, measured.answers, measured.total
             if comparison is None:
                 failed = next((h.failure for hs in pair.values() for h in hs if h.failure is not None), None)
                 s.error = f"{failed.status}: {failed.reason}" if failed else "no comparison"
@@ -559,15 +522,15 @@ def run(
         f"{trials} trials x {len(chosen) * len(PLANTED)} scenarios, deadline {deadline_s:.0f} s"
     )
     workdir = Path(tempfile.mkdtemp(prefix="kernelbot-gpu-review-"))
-    (workdir / "planted.py").write_text(PLANTED_MODULE)
+    (workdir / "planted.py").write_text(MODULE)
     jobs: dict[tuple[str, str], dict[str, Any]] = {}
     scenarios: dict[str, list[Scenario]] = {}
     for size, shape in chosen.items():
-        jobs[(size, "base")] = _job(workdir, device, shape, dtype)
+        jobs[(size, "base")] = job(workdir, device, shape)
         scenarios[size] = []
         for kind, frac in PLANTED.items():
-            head_shape = planted_shape(shape, frac)
-            jobs[(size, kind)] = _job(workdir, device, head_shape, dtype)
+            head_shape = planted(shape, frac)
+            jobs[(size, kind)] = job(workdir, device, head_shape)
             scenarios[size].append(Scenario(size, kind, shape, head_shape, head_shape[1] / shape[1] - 1))
     notes = [
         f"trials reuse one set of live sandboxes per size, {PROCESSES_PER_SIDE} per side used in turn as in "
@@ -588,13 +551,14 @@ def run(
     per_size: dict[str, Any] = {}
     e2e_result: dict[str, Any] | None = None
     handles: dict[tuple[str, str], list[Handle]] = {}
+    keys = {f"{s}/{k}/{i}": (s, k) for (s, k) in jobs for i in range(PROCESSES_PER_SIDE)}
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, len(keys)))
     try:
-        keys = {f"{s}/{k}/{i}": (s, k) for (s, k) in jobs for i in range(PROCESSES_PER_SIDE)}
         log.line(f"starting {len(keys)} sandboxes in parallel (load + correctness check)")
         opened = open_handles(
             {key: jobs[sk] for key, sk in keys.items()},
             replace(settings, timeout_s=min(120.0, deadline.left())),
-            len(keys),
+            pool,
         )
         for key, (size, kind) in keys.items():
             h = opened[key]
@@ -657,6 +621,7 @@ def run(
         for hs in handles.values():
             for h in hs:
                 h.close()
+        pool.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
     result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
