@@ -5,10 +5,12 @@ On the GPU machine, from the repository root:
 On a laptop or CI box (a CPU smoke test of the script, tiny sizes):
     PYTHONPATH=. python3 benchmarks/verdict_power.py --device cpu --trials 2 --out DIR
 
-The operator is a bf16 matmul (M, K, N); a planted slowdown makes the inner dimension K 2%, 3% or 5% longer
-(K = 6400 = 100 tiles of 64, so each adds whole tiles). Sizes are chosen for ~10, ~25, ~100 and ~300 µs a
-call on an H200; the base time and the realised slowdown (median over every trial's samples) are measured,
-not assumed.
+The operator (--op) is `x * 2.0` on float32 (default), planted slowdowns lengthening x by 2%, 3% or 5%; or a
+bf16 matmul (M, K, N) with K 2/3/5% longer (on the H200 that switched cuBLAS kernels, so it is not a clean
+slowdown). Sizes are chosen for ~10, ~25, ~100 and ~300 µs a call on an H200; the base time and the
+realised slowdown (median over every trial's samples) are measured, not assumed. Trials reuse their
+sandboxes, so they are not independent of each other: a sandbox's offset repeats in every trial, and the
+Wilson intervals printed are narrower than the truth.
 
 Per size, live sandboxes (PROCESSES_PER_SIDE each, used in turn as kernelbot review does) hold the base, two
 more copies of the base (A/A 1, A/A 2: 2 x trials A/A verdicts) and the three planted heads. A trial times
@@ -178,6 +180,8 @@ def trial(
             for h in every:
                 h.graph = "off"
             batches = {name: [] for name in handles}
+            pending = {name: list(schedule) for name in handles if name != "base"}
+            verdicts, modes, per_process, claimed = {}, set(), {}, {}
             r = 0
             continue
         if why is not None and repeated < allowed:
@@ -341,8 +345,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for t in trials:
                 for key, medians in t[field].items():
                     processes.setdefault(key, []).extend(medians)
-            base_median = (
-                statistics.median(processes.get("base#0", [0]) + processes.get("base#1", [0])) or 1.0
+            base_median = statistics.median(
+                processes.get("base#0", []) + processes.get("base#1", []) or [1.0]
             )
             spreads[field] = {
                 k: round(statistics.median(v) / base_median, 4) for k, v in sorted(processes.items())

@@ -108,7 +108,9 @@ class AgentSettings(_Strict):
 
 
 class Thresholds(_Strict):
-    regression: float = Field(default=0.03, gt=0, lt=1)  # |head/base - 1| needed to call a change
+    # The change that must be caught: a significant change is called from half of it on (stats.CALL_FRACTION),
+    # and "no change" needs the interval inside +-regression.
+    regression: float = Field(default=0.03, gt=0, lt=1)
     p_value: float = Field(default=0.01, gt=0, lt=1)
     # Extra interleaved rounds while undecided, before "ambiguous": looked at every 4 (measure.looks), each look
     # at p_value / the number of looks. None: the device's default (measure.EXTRA_ROUNDS: 32 CUDA, 8 CPU).

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from kernelbot.harness.evaluate import Settings
-from kernelbot.harness.gpustate import GpuState, descendants, disturbed
+from kernelbot.harness.gpustate import GpuState, Monitor, descendants, disturbed
 from kernelbot.pipeline.measure import REPEAT_SHARE, Rounds, looks, run_rounds, side_by_side
 
 
@@ -99,9 +99,9 @@ def test_no_graph_asked_means_plain_calls_throughout() -> None:
     assert set(base[0].asked + head[0].asked) == {"off"} and not measured.notes
 
 
-def test_a_round_whose_clock_moved_is_taken_again() -> None:
-    # reads: the reference, then per batch; the third round's first batch sees the clock drop 10%
-    monitor = Clocks([1980, 1980, 1980, 1980, 1980, 1780])
+def test_a_round_whose_clock_moved_between_its_batches_is_taken_again() -> None:
+    # reads: one before the rounds, then one after each batch; the third round's head batch sees -10%
+    monitor = Clocks([1980, 1980, 1980, 1980, 1980, 1980, 1780])
     base, head = [Side(1.0)], [Side(1.0)]
     measured = _run(base, head, monitor=monitor)  # type: ignore[arg-type]
     assert measured.total == 8 and measured.repeated == 1
@@ -109,11 +109,63 @@ def test_a_round_whose_clock_moved_is_taken_again() -> None:
     assert any("SM clock 1980 -> 1780 MHz" in note for note in measured.notes)
 
 
+def test_a_gpu_that_settles_below_its_first_boost_is_not_a_disturbance() -> None:
+    """Both batches of every round at the same lower clock: nothing to gain by timing them again."""
+    measured = _run([Side(1.0)], [Side(1.0)], monitor=Clocks([345] + [1880] * 100))  # type: ignore[arg-type]
+    assert measured.repeated == 0 and not measured.notes
+
+
 def test_retaking_rounds_stops_at_its_share_of_the_rounds() -> None:
-    monitor = Clocks([1980] + [1500] * 100)  # the clock never comes back
+    monitor = Clocks([1980] + [1980, 1500] * 100)  # the clock swings inside every round
     measured = _run([Side(1.0)], [Side(1.0)], monitor=monitor)  # type: ignore[arg-type]
     assert measured.total == 8 and measured.repeated == int(REPEAT_SHARE * 8)
     assert any("(last allowed)" in note for note in measured.notes)
+
+
+def test_a_monitor_that_stops_answering_is_said_once_the_rounds_end() -> None:
+    class Failing(Clocks):
+        def read(self) -> GpuState | None:  # type: ignore[override]
+            if len(self.reads) < 3:
+                self.note = "GPU state unreadable (NVMLError: lost)"
+                return None
+            return super().read()
+
+    measured = _run([Side(1.0)], [Side(1.0)], monitor=Failing([1980] * 6))  # type: ignore[arg-type]
+    assert measured.total == 8 and "GPU state unreadable (NVMLError: lost)" in measured.notes
+
+
+def test_without_nvml_the_monitor_says_so_and_reads_nothing(monkeypatch: Any) -> None:
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pynvml(name: str, *args: Any, **kw: Any) -> Any:
+        if name == "pynvml":
+            raise ModuleNotFoundError("No module named 'pynvml'")
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_pynvml)
+    monitor = Monitor(None)
+    assert not monitor.available and monitor.read() is None
+    assert monitor.note is not None and "not read (ModuleNotFoundError" in monitor.note
+
+
+def test_a_late_capture_failure_starts_the_whole_schedule_again() -> None:
+    class LateFailure(Side):
+        def time_batch(self, *a: Any) -> dict[str, Any]:
+            self.captures = len(self.asked) < 6  # the head's seventh batch cannot be captured
+            return super().time_batch(*a)
+
+    base, head = [Side(1.0)], [LateFailure(1.0)]
+    measured = run_rounds(
+        {"base": base, "head": head},  # type: ignore[dict-item]
+        Settings(),
+        threshold=0.03,
+        alpha=0.01,
+        max_extra_rounds=8,
+    )
+    assert measured.total == 8 and measured.comparison is not None and measured.comparison.settled
+    assert all(a["sample_mode"] == "calls" for a in measured.answers["head"])
 
 
 def test_a_process_on_the_gpu_from_the_start_is_noted_not_retaken() -> None:

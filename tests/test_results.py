@@ -147,3 +147,19 @@ def test_text_from_code_under_review_cannot_reshape_the_comment() -> None:
     assert body.count(STICKY_MARKER) == 1 and "<img src=x" not in body and "<script>" not in body
     assert "\n# Approved" not in body  # folded into the error's line
     assert "`````python\nx = 1\n```\n<img src=y>\n````\n\n`````" in body  # the source verbatim, fenced by 5
+
+
+def test_each_operator_of_how_it_was_measured_starts_its_own_line() -> None:
+    """Rounds and the sample mode join each operator's line; the next one still starts a line of its own."""
+    review = _review()
+    slower, broken, _ = review.operators
+    slower.rounds, broken.rounds = 24, 8
+    assert slower.head is not None and slower.head.timing is not None
+    slower.head.timing.sample_mode = "graph"
+    text = review.markdown()
+    lines = text.splitlines()
+    mm = next(line for line in lines if line.startswith("- `ops/mm` (ops/mm.py)"))
+    assert "head 12 samples × 4 calls (one CUDA graph replay each)" in mm and mm.endswith("24 rounds")
+    assert any(line.startswith("- `ops/gelu` (") and line.endswith("8 rounds") for line in lines)
+    rebuilt = ReviewResult.from_json(json.loads(json.dumps(review.to_json())))
+    assert rebuilt.operators[0].rounds == 24 and rebuilt.markdown() == text

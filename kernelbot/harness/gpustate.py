@@ -52,8 +52,12 @@ def descendants(root: int) -> set[int]:
 class Monitor:
     """NVML readings of one GPU: the pool's (`gpu`, a UUID or index), else the first one this process sees."""
 
-    def __init__(self, gpu: str | None) -> None:
+    def __init__(self, gpu: str | None, processes: bool = True) -> None:
+        """`processes` False: clocks only (a container sandbox's processes are not this process's
+        descendants, and in another PID namespace NVML names PIDs /proc does not show)."""
         self.note: str | None = None
+        self.processes = processes
+        self._ours: set[int] = set()
         self._nvml: Any = None
         self._handle: Any = None
         try:
@@ -85,18 +89,22 @@ class Monitor:
             sm = int(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM))
             mem = int(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_MEM))
             pids = {int(p.pid) for p in nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)}
+            if not self.processes:
+                pids = set()
+            elif pids - self._ours:  # /proc is walked only when NVML names a process not yet known as ours
+                self._ours |= descendants(os.getpid())
         except Exception as exc:
             self.note = f"GPU state unreadable ({type(exc).__name__}: {exc})"[:200]
             self._nvml = None
             return None
-        ours = descendants(os.getpid()) if pids else set()
-        return GpuState(sm, mem, tuple(sorted(pids - ours)))
+        return GpuState(sm, mem, tuple(sorted(pids - self._ours)))
 
 
 def disturbed(state: GpuState, reference: GpuState, foreign_at_start: tuple[int, ...]) -> str | None:
     """Why a round read as `state` must be taken again, or None: clocks moved from the run's first reading, or
     a process that was not on the GPU when the measurement began is on it now (one that was there from the
-    start stays: repeating rounds would not make it leave, and the run notes it)."""
+    start stays: repeating rounds would not make it leave, and the run notes it). run_rounds compares the
+    reads after a round's two batches."""
     for name, now, then in (
         ("SM", state.sm_mhz, reference.sm_mhz),
         ("memory", state.mem_mhz, reference.mem_mhz),

@@ -160,6 +160,7 @@ class Subject:
         writes its inputs) is not used."""
         n = len(self.sets)
         outputs: list[Any] = [None] * n
+        stream = torch.cuda.current_stream()  # a capture that raises leaves its own stream current
         try:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -187,10 +188,12 @@ class Subject:
             # A capture that fails part-way leaves the CUDA generators expecting one (H200: the next
             # torch.randn raised "Offset increment outside graph capture"): a capture that ends clears it.
             with contextlib.suppress(Exception):
+                torch.cuda.set_stream(stream)
                 scratch = torch.zeros(1, device="cuda")
                 with _graph(_CUDAGraph()):
                     scratch.add_(1)
                 self.timer.sync()
+            torch.cuda.set_stream(stream)
             return f"CUDA graph capture failed ({type(exc).__name__}: {text}): plain calls"
         self.graph, self.outputs = graph, outputs
         return None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelbot.harness.evaluate import Handle, Settings, timing_from
-from kernelbot.harness.gpustate import Monitor, disturbed
+from kernelbot.harness.gpustate import GpuState, Monitor, disturbed
 from kernelbot.harness.results import Evaluation
 from kernelbot.stats import Comparison, Verdict, compare
 
@@ -111,17 +111,19 @@ def run_rounds(
     alpha_per_look = alpha / len(schedule)
     out = Rounds(None, answers, 0)
     target = schedule.pop(0)
-    reference = monitor.read() if monitor is not None else None
-    at_start = reference.foreign if reference is not None else ()
+    first = monitor.read() if monitor is not None else None
+    at_start = first.foreign if first is not None else ()
     if at_start:
         out.notes.append(f"other processes used the GPU throughout (pid {', '.join(map(str, at_start[:3]))})")
-    if monitor is not None and monitor.note:
-        out.notes.append(monitor.note)
     allowed_repeats = int(REPEAT_SHARE * (rounds + max(0, max_extra_rounds)))
     while out.total < target:
         order = ("base", "head") if out.total % 2 == 0 else ("head", "base")
         got: dict[str, dict[str, Any]] = {}
         why: str | None = None
+        # Clocks are compared inside a round, after each side's batch: a GPU that settles a little below its
+        # first boost slows both sides alike, and taking such rounds again would gain nothing.
+        reference: GpuState | None = None
+        state: GpuState | None = None
         for side in order:
             side_handles = handles[side]
             if not side_handles or _failure(side_handles) is not None:
@@ -135,9 +137,11 @@ def run_rounds(
             note = answer.get("sample_note")
             if note and f"samples are plain calls: {note}" not in out.notes:
                 out.notes.append(f"samples are plain calls: {note}")
-            if reference is not None and monitor is not None and why is None:
+            if monitor is not None and why is None:
                 state = monitor.read()
-                why = disturbed(state, reference, at_start) if state is not None else None
+                if state is not None:
+                    reference = reference or state
+                    why = disturbed(state, reference, at_start)
         if any(a.get("sample_mode") == "calls" for a in got.values()) and any(
             h.graph == "on" for h in every
         ):  # one side could not be captured: all sides on plain calls, and the rounds again
@@ -145,10 +149,14 @@ def run_rounds(
                 h.graph = "off"
             answers["base"].clear()
             answers["head"].clear()
-            out.total = 0
+            out.total, out.comparison = 0, None
+            schedule = looks(rounds, max_extra_rounds)  # the plain-call rounds get the whole schedule
+            target = schedule.pop(0)
             continue
         if why is not None and out.repeated < allowed_repeats:
             out.repeated += 1
+            if why.startswith("another process") and state is not None:
+                at_start = tuple(sorted({*at_start, *state.foreign}))  # it stays: waiting more will not help
             if out.repeated == 1 or out.repeated == allowed_repeats:
                 out.notes.append(
                     f"round taken again: {why}"
@@ -170,6 +178,8 @@ def run_rounds(
                 target = schedule.pop(0)
     if out.repeated:
         out.notes.append(f"{out.repeated} round(s) taken again for clock changes or other processes")
+    if monitor is not None and monitor.note:  # unreadable from the start, or since some round
+        out.notes.append(monitor.note)
     return out
 
 
@@ -212,7 +222,9 @@ def measure_pair(
             alpha=alpha,
             rounds=rounds,
             max_extra_rounds=extra,
-            monitor=Monitor(settings.gpu) if device == "cuda" else None,
+            monitor=Monitor(settings.gpu, processes=settings.sandbox != "container")
+            if device == "cuda"
+            else None,
         )
         base = _evaluation(handles["base"], measured.answers["base"]) if handles["base"] else None
         head = _evaluation(handles["head"], measured.answers["head"]) if handles["head"] else None
