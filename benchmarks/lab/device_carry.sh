@@ -10,7 +10,7 @@ for d in .whl .dev .old; do
     grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >>.git/info/exclude
 done
 
-wheels=(pydantic==2.13.4 pydantic_core==2.46.4 annotated-types typing-inspection SQLAlchemy greenlet
+wheels=(pydantic==2.13.4 pydantic_core==2.46.4 annotated-types typing-inspection SQLAlchemy greenlet PyGithub PyJWT PyNaCl cffi pycparser Deprecated
     alembic Mako platformdirs ruptures more-itertools)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \

@@ -9,7 +9,7 @@
 # Every process gets the NVLink multicast variables the device docs require.
 set -u
 : "${OUT:?set OUT to the folder for results}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+[ -d /tmp/site/pydantic ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=.:/tmp/site PYTHONUNBUFFERED=1 PATH="$PWD/.dev/bin:$PATH" KERNELBOT_CACHE_DIR=/root/kernelbot-cache
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw --format=csv >"$OUT/gpu_$1.csv"
@@ -28,4 +28,6 @@ c)
         --only ${ONLY:-05_matmul_sum_cancel 06_matmul_divide_mean 13_rmsnorm_manual 17_conv2d_3x3 12_layernorm 09_swish_scale_clamp} 2>&1 | tail -20 ;;
 *) echo "stage: a | b | c"; exit 2 ;;
 esac
-find "$OUT" -name '*.db' -size +20M -delete
+# A call brings back a limited number of files: the details travel as one archive per stage.
+cd "$OUT" && find . -name '*.db' -size +20M -delete && tar -czf "detail_$1.tgz" --exclude='*.tgz' --exclude=repo . \
+    && find . -mindepth 1 -maxdepth 1 ! -name '*.tgz' ! -name '*.csv' ! -name versions.txt -exec rm -rf {} +

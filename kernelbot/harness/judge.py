@@ -310,7 +310,7 @@ class Judge:
                 except compare.Mismatch as exc:
                     raise Failure("incorrect", f"{case.label} seed {seed}: {exc}") from None
                 worst = worst.worse(err)
-                if not compare.identical_or_rounding(out, again, self.atol, self.rtol):
+                if not compare.identical_or_rounding(out, again, self.atol, self.rtol, refs, golden):
                     raise Failure(
                         "incorrect",
                         f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)",
