@@ -4,6 +4,7 @@
 #   bash benchmarks/lab/h200_fleet.sh a   GPU 0: the review unsharded on one GPU (benchmarks.fleet, one_gpu)
 #                                         GPU 1: the sparse stages (benchmarks/lab/h200_sparse.sh) beside it
 #   bash benchmarks/lab/h200_fleet.sh b   both GPUs: the review with the pool, then sharded over two runners
+#   SHARDED=1 bash ... c                  the sharded review first (stage b's plan had no PyGithub there)
 #   bash benchmarks/lab/h200_fleet.sh c   kernelbot optimize over real-size problems, --gpus 1 then --gpus 2
 #                                         (ONLY: the problem stems; TIME: --time per problem)
 # Every process gets the NVLink multicast variables the device docs require.
@@ -24,7 +25,8 @@ a)
 b)
     timeout -k 10 560 python3 -m benchmarks.fleet review --out "$OUT/review" --gpus 2 --ways pool,sharded 2>&1 | tail -20 ;;
 c)
-    timeout -k 10 570 python3 -m benchmarks.fleet optimize --out "$OUT/optimize" --gpus 2 --time "${TIME:-40}" \
+    [ -z "${SHARDED:-}" ] || timeout -k 10 200 python3 -m benchmarks.fleet review --out "$OUT/review" --gpus 2 --ways sharded 2>&1 | tail -14
+    timeout -k 10 "${OPT_S:-570}" python3 -m benchmarks.fleet optimize --out "$OUT/optimize" --gpus 2 --time "${TIME:-40}" \
         --only ${ONLY:-05_matmul_sum_cancel 06_matmul_divide_mean 13_rmsnorm_manual 17_conv2d_3x3 12_layernorm 09_swish_scale_clamp} 2>&1 | tail -20 ;;
 *) echo "stage: a | b | c"; exit 2 ;;
 esac
