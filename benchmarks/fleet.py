@@ -107,10 +107,15 @@ def sharded(folder: Path, root: Path, common: list[str], device: str, gpus: int,
     shards = json.loads(plan.read_text())["shards"] if code == 0 else []
     procs = []
     env = {**os.environ, **NO_MULTICAST}
+    listed = benchlib.cmd(["nvidia-smi", "-L"]) if device == "cuda" else None
+    visible = max(1, len(listed.splitlines()) if listed else 1)
     for k in range(1, len(shards) + 1):
         args = ["review", *common, "--shard", f"{k}/{len(shards)}", "--plan", str(plan)]
         args += ["--artifact", str(folder / "artifacts"), "--db", f"sqlite:///{folder / f'runner-{k}.db'}"]
-        shard_env = dict(env, **({"CUDA_VISIBLE_DEVICES": str(k - 1)} if device == "cuda" else {}))
+        # one GPU per shard; with fewer GPUs than shards they share (the pool's lock queues their timing)
+        shard_env = dict(
+            env, **({"CUDA_VISIBLE_DEVICES": str((k - 1) % visible)} if device == "cuda" else {})
+        )
         with open(folder / f"shard-{k}.log", "w") as shard_log:
             procs.append(
                 subprocess.Popen(
