@@ -65,7 +65,10 @@ def test_a_short_operator_is_sampled_from_a_graph_and_a_slowdown_is_called(tmp_p
     assert pair.error is None, pair.error
     assert pair.base and pair.base.timing and pair.head and pair.head.timing
     assert pair.base.timing.sample_mode == "graph" and pair.head.timing.sample_mode == "graph"
-    assert pair.verdict == "regression" and pair.comparison is not None and pair.comparison.ratio > 1.3
+    # Twice the elements of an L2-resident input: 1.26x on the H200 (2026-12-04), not 2x; the interval must
+    # clear the threshold.
+    assert pair.verdict == "regression" and pair.comparison is not None
+    assert pair.comparison.ratio_ci99[0] > 1.03
 
 
 def test_an_operator_that_cannot_be_captured_is_timed_with_plain_calls(tmp_path: Path) -> None:
