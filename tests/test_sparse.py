@@ -182,3 +182,13 @@ def test_a_changed_sparse_operator_is_detected(tmp_path: Path) -> None:
     head = repo.commit({"ops/spmv.py": SPMV.replace("< 0.05", "< 0.02")}, "head")
     [change] = detect(repo.root, base, head)
     assert change.name == "ops/spmv" and change.change == "modified"
+
+
+def test_the_cuda_graph_rule_stays_off_a_sparse_input() -> None:
+    # A launch-bound SpMV on the H200 matched cuda-graph-capture, whose static buffers are strided copies:
+    # the candidate crashed ("Sparse CSR tensors do not have strides").
+    graph = {r.id: r for r in load_rules()}["cuda-graph-capture"]
+    facts = {"eager_ms": 0.05, "gpu_busy": 0.5}
+    assert graph.matches(facts, "cuda", "kernelbench", {}) is None
+    sparse = {**facts, "sparse": features(_csr(torch.eye(64)))}
+    assert graph.matches(sparse, "cuda", "kernelbench", {}) == "not for a sparse matrix input"

@@ -90,6 +90,7 @@ class Match(_Strict):
     # At least this many pointwise ops end the graph, fusable as one kernel (epilogue.describe).
     pointwise_tail: int = 0
     sparse: SparseMatch | None = None  # the operator takes a sparse matrix with this structure
+    dense_only: bool = False  # the template copies inputs as strided tensors: no sparse matrix input
 
 
 class Produces(_Strict):
@@ -152,6 +153,7 @@ class Rule(_Strict):
                 f"needs a fusable tail of {m.pointwise_tail} pointwise ops",
             ),
             (sparse_why is None, f"matrix structure: {sparse_why}"),
+            (not m.dense_only or not facts.get("sparse"), "not for a sparse matrix input"),
             (
                 precision_allowed(self.precision, policy),
                 f"{self.precision} not allowed by the precision policy",
