@@ -254,6 +254,7 @@ def identical_or_rounding(
         if g is None or isinstance(g, str) or not torch.equal(_isnan(x) | _isinf(x), _isnan(y) | _isinf(y)):
             return False
         ref_err = _rms(refs[index], g[index])  # the float32 reference's own distance from float64
-        if _rms(x, y) > 2 * GOLDEN_MULTIPLIER * ref_err + 2 * FLOOR_ROUNDINGS * torch.finfo(x.dtype).eps * _rms(y):
+        floor = FLOOR_ROUNDINGS * torch.finfo(x.dtype).eps * _rms(y)
+        if _rms(x, y) > 2 * (GOLDEN_MULTIPLIER * ref_err + floor):
             return False
     return True
