@@ -168,6 +168,11 @@ def review_part(
         single("pool", all_gpus)
     if "sharded" in ways_asked:
         sharded(out / "sharded", root, common, device, gpus, log)
+    return {"base": base, "head": head, "gpus": gpus, **collected(out)}
+
+
+def collected(out: Path) -> dict[str, Any]:
+    """The ways whose results lie in `out`, and the table's rows."""
     ways = {}
     for name, review_json in (("one_gpu", out / "one_gpu" / "review.json"), ("pool", out / "pool" / "review.json"),
                               ("sharded", out / "sharded" / "merged" / "review.json")):  # fmt: skip
@@ -187,7 +192,7 @@ def review_part(
                 "agree": len(set(got.values())) == 1,
             }
         )
-    return {"base": base, "head": head, "gpus": gpus, "ways": ways, "rows": rows}
+    return {"ways": ways, "rows": rows}
 
 
 def optimize_part(out: Path, gpus: int, seconds: int, only: list[str], log: benchlib.Log) -> dict[str, Any]:
@@ -215,9 +220,9 @@ def optimize_part(out: Path, gpus: int, seconds: int, only: list[str], log: benc
                 stderr=subprocess.STDOUT,
             ).returncode
         wall = time.monotonic() - began
-        rows = suite.rows_from(suite.stored_runs(folder)) if (folder / "history.db").exists() else []
-        runs[label] = {"exit": code, "wall_s": round(wall, 1), "rows": {r.name: r.__dict__ for r in rows}}
-        log.line(f"suite on {n} GPU(s): exit {code} in {wall:.1f} s, {len(rows)} operators")
+        done = suite.rows_from(suite.stored_runs(folder)) if (folder / "history.db").exists() else []
+        runs[label] = {"exit": code, "wall_s": round(wall, 1), "rows": {r.name: r.__dict__ for r in done}}
+        log.line(f"suite on {n} GPU(s): exit {code} in {wall:.1f} s, {len(done)} operators")
     names = sorted(set(runs["one_gpu"]["rows"]) | set(runs["all_gpus"]["rows"]))
     rows = []
     for name in names:
@@ -279,7 +284,9 @@ def markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=["review", "optimize"])
+    p.add_argument(
+        "part", choices=["review", "optimize", "render"], help="render: the review table from --out"
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--gpus", type=int, default=2, help="GPUs (shards) to spread over")
@@ -291,16 +298,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     log = benchlib.Log()
-    env = benchlib.environment(args.device)
-    if args.part == "review":
-        result = review_part(args.out, args.device, args.gpus, args.ways.split(","), log)
+    env = benchlib.environment(args.device) if args.part != "render" else None
+    if args.part in ("review", "render"):
+        if args.part == "review":
+            result = review_part(args.out, args.device, args.gpus, args.ways.split(","), log)
+        else:
+            result, args.part = collected(args.out), "review"
         header, rows = review_table(result)
         title = f"Review of nine changed operators: one GPU, the pool on {args.gpus}, {args.gpus} shards"
     else:
         result = optimize_part(args.out, args.gpus, args.time, args.only, log)
         header, rows = optimize_table(result)
         title = f"kernelbot optimize over real-size problems (--time {args.time}): 1 GPU vs {args.gpus}"
-    result["environment"] = env
+    if env is not None:
+        result["environment"] = env
     (args.out / f"fleet_{args.part}.json").write_text(json.dumps(result, indent=2, default=str))
     (args.out / f"fleet_{args.part}.md").write_text(markdown(title, header, rows))
     benchlib.print_table(title, header, rows)
