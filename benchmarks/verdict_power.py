@@ -287,6 +287,7 @@ def summarize(size: str, shape: tuple[int, ...], trials: list[dict[str, Any]]) -
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     log = Log()
+    process_pairs = args.process_pairs
     stop_at = time.monotonic() + args.deadline
     device = args.device
     env = environment(device)
@@ -362,12 +363,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ],
         }
         result["rows"] += summarize(size, shape, trials)
-        if time.monotonic() < stop_at - 5:
+        for pairs in dict.fromkeys([0, process_pairs]):  # the round rule, then the pairs rule if asked
+            if time.monotonic() >= stop_at - 5:
+                break
             t0 = time.monotonic()
-            pair = measure_pair(jobs["base"], jobs["+3%"], settings, threshold=THRESHOLD, alpha=ALPHA)
+            pair = measure_pair(
+                jobs["base"], jobs["+3%"], settings, threshold=THRESHOLD, alpha=ALPHA, process_pairs=pairs
+            )
             full = {
                 "size": size,
                 "head": "+3%",
+                "process_pairs": pairs,
                 "verdict": pair.verdict,
                 "error": pair.error,
                 "ratio": pair.comparison.ratio if pair.comparison else None,
@@ -449,6 +455,9 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole run")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--process-pairs", type=int, default=0, help="also a full verdict over up to N fresh process pairs"
+    )
     args = parser.parse_args()
     result = run(args)
     header, rows, text = render(result)
@@ -459,7 +468,7 @@ def main() -> None:
     print_table("verdict power", header, rows)
     for f in result["full"]:
         print(
-            f"full {f['size']} {f['head']}: {f['verdict']} {f['rounds']} rounds {f['wall_s']} s {f['mode']} {f['notes']}"
+            f"full {f['size']} {f['head']} (pairs {f.get('process_pairs', 0)}): {f['verdict']} {f['rounds']} rounds {f['wall_s']} s {f['mode']} {f['notes']}"
         )
 
 

@@ -115,6 +115,17 @@ class Thresholds(_Strict):
     # Extra interleaved rounds while undecided, before "ambiguous": looked at every 4 (measure.looks), each look
     # at p_value / the number of looks. None: the device's default (measure.EXTRA_ROUNDS: 32 CUDA, 8 CPU).
     max_rounds: int | None = Field(default=None, ge=0)
+    # 0: two sandbox processes a side, the round as the unit. N >= 3: the process as the unit (a GPU's
+    # processes differ by a steady 1-5%): up to N fresh base/head process pairs, two rounds each, judged over
+    # pairs (measure.run_pairs). Costs a process start per pair and side.
+    process_pairs: int = Field(default=0, ge=0)
+
+    @field_validator("process_pairs")
+    @classmethod
+    def _enough_pairs(cls, value: int) -> int:
+        if value in (1, 2):
+            raise ValueError("process_pairs must be 0 (off) or at least 3 (a verdict over pairs needs 3)")
+        return value
 
 
 class Triggers(_Strict):

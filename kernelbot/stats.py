@@ -15,6 +15,12 @@ per-round log ratios — each at alpha/2 (Bonferroni), and the reported p is the
 The bootstrap interval (whole rounds resampled) only decides when "no change" is settled: as a third
 significance test it raised the A/A false-alarm rate to 2–5% under random batch swings.
 
+On a GPU a third kind was seen (H200, benchmarks/results/2026-12-03- and 2026-12-04-h200-verdict): two
+processes running the same code differ by a steady 1-5%, fixed for the process's life. Rounds of one process
+pair then repeat that pair's offset, and tests on rounds see it as a precise change. `compare_processes`
+takes the process as the unit instead (a random effect): the mean log ratio of each base/head process pair,
+a t-test and a t-interval over pairs. It needs enough pairs to be decisive (pairs - 1 degrees of freedom).
+
 The threshold is the size of change that must be caught, so the line between "change" and "no change" sits
 inside it: a change is called once it is significant and its estimate is at least CALL_FRACTION of the
 threshold. A change of the threshold's size is then called as soon as the rounds have measured it to within
@@ -105,6 +111,52 @@ def compare(
         return Comparison(ratio, p_value, (low, high), True, True, True, verdict)
     # "No change" only once the interval rules out a change of the threshold's size; a small significant
     # change with a wide interval may still be a large one, and more rounds tell which.
+    settled = low >= 1.0 - threshold and high <= 1.0 + threshold
+    return Comparison(
+        ratio, p_value, (low, high), significant, practical, settled, "no_change" if settled else "ambiguous"
+    )
+
+
+def compare_processes(
+    base: Sequence[Sequence[float]],
+    head: Sequence[Sequence[float]],
+    pairs: Sequence[int],
+    *,
+    threshold: float = 0.03,
+    alpha: float = 0.01,
+) -> Comparison:
+    """The verdict with the process as a random effect: round r's batches came from process pair pairs[r].
+
+    Each pair's rounds give one number, the mean log ratio of its batch medians (its offset and its share of
+    the change); the test and the 99% interval are Student's t over those numbers, so a pair's steady
+    offset is noise of the size the pairs show, not signal. The verdict lines are compare's."""
+    rounds = min(len(base), len(head), len(pairs))
+    if rounds < 3 or any(len(batch) == 0 for batch in (*base[:rounds], *head[:rounds])):
+        raise ValueError("need at least 3 non-empty rounds per side")
+    logs: dict[int, list[float]] = {}
+    for b, h, k in zip(base[:rounds], head[:rounds], pairs[:rounds], strict=True):
+        mb, mh = float(np.median(b)), float(np.median(h))
+        if mb <= 0 or mh <= 0:
+            raise ValueError("batch medians must be positive to take their ratio")
+        logs.setdefault(k, []).append(np.log(mh / mb))
+    means = np.array([np.mean(v) for v in logs.values()])
+    ratio = float(np.exp(means.mean()))
+    if len(means) < 2:  # one pair: its offset cannot be told from a change
+        return Comparison(ratio, 1.0, (0.0, float("inf")), False, False, False, "ambiguous")
+    se = float(means.std(ddof=1)) / np.sqrt(len(means))
+    df = len(means) - 1
+    if se <= 1e-12 * max(1.0, float(np.abs(means).max())):
+        p_value = 1.0 if abs(float(means.mean())) < 1e-12 else 0.0
+        low = high = ratio
+    else:
+        p_value = float(2 * stats.t.sf(abs(float(means.mean())) / se, df))
+        half = float(stats.t.ppf(0.995, df)) * se  # 99%, as compare's bootstrap interval
+        low, high = float(np.exp(means.mean() - half)), float(np.exp(means.mean() + half))
+    significant = p_value < alpha
+    practical = abs(ratio - 1.0) >= CALL_FRACTION * threshold
+    if significant and practical:
+        verdict: Verdict = "regression" if ratio > 1 else "improvement"
+        return Comparison(ratio, p_value, (low, high), True, True, True, verdict)
     settled = low >= 1.0 - threshold and high <= 1.0 + threshold
     return Comparison(
         ratio, p_value, (low, high), significant, practical, settled, "no_change" if settled else "ambiguous"

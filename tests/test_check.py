@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from kernelbot.cli import main
+from kernelbot.config import load_config
+from kernelbot.errors import KernelbotError
 from tests.ops import LINEAR_RELU, LINEAR_RELU_HONEST, LINEAR_RELU_WRONG, write_repo
 
 
@@ -302,3 +304,16 @@ def test_the_compile_baseline_gets_a_third_of_the_time_left_and_no_second_run_pa
     assert report.compiled is not None and report.compiled.status == "timeout"
     again = check.check_operator(spec, repo, config, collect("cpu"))  # nothing cached: built again, unbounded
     assert again.compiled is not None and again.compiled.status == "timeout" and not again.compiled.cached
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0, True), (2, False), (16, True)])
+def test_process_pairs_is_off_or_at_least_three(tmp_path: Path, value: int, ok: bool) -> None:
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "kernelbot.yml").write_text(f"thresholds:\n  process_pairs: {value}\n")
+    if ok:
+        assert load_config(tmp_path).thresholds.process_pairs == value
+    else:
+        with pytest.raises(
+            KernelbotError, match=r"kernelbot.yml: .*process_pairs must be 0 \(off\) or at least 3"
+        ):
+            load_config(tmp_path)

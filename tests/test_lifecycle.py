@@ -95,6 +95,10 @@ def test_a_stopped_review_keeps_what_it_measured_and_cleans_up(
     assert [op["name"] for op in data["operators"]] == ["ops/a"]
     with sqlite3.connect(tmp_path / "h.db") as db:  # stored, not only printed
         assert db.execute("select count(*) from measurements").fetchone()[0] >= 2  # base and head of ops/a
+        # kept, but not a whole review: trends and the next baselines leave it out
+        assert db.execute("select status, error from runs").fetchall() == [
+            ("failed", f"stopped by {signal.Signals(sig).name} after 1 operator(s)")
+        ]
     assert _settles(lambda: _worktrees() <= trees and _harness_processes() <= procs)
     assert "ops/" not in repo.git("worktree", "list").replace(str(repo.root), "")
 

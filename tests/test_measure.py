@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, ClassVar
+
+import pytest
 
 from kernelbot.harness.evaluate import Settings
 from kernelbot.harness.gpustate import GpuState, Monitor, descendants, disturbed
@@ -192,3 +194,72 @@ def test_our_own_sandboxes_are_not_foreign() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+class Process(Side):
+    """A fresh sandbox of run_pairs: its own steady offset, closed when its pair is done."""
+
+    opened: ClassVar[list[Process]] = []
+
+    def __init__(self, ms: float, failure: Any = None) -> None:
+        super().__init__(ms)
+        self.failure, self.closed = failure, False
+        self.times = 0
+        Process.opened.append(self)
+
+    def time_batch(self, *args: Any) -> dict[str, Any]:
+        self.times += 1
+        answer = super().time_batch(*args)
+        answer["times_ms"] = [self.ms * (1 + 0.002 * ((self.times + i) % 3 - 1)) for i in range(6)]
+        answer.update(stopped_by="samples", sm_clock_mhz=[0, 0], l2_flush=False, l2_persist_reset=False)
+        return answer
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _pairs(monkeypatch: Any, ms: dict[str, Any], max_pairs: int) -> Any:
+    """measure_pair over fresh pairs; ms[side] gives the k-th process's time (or raises for a failure)."""
+    from kernelbot.harness.results import Evaluation
+    from kernelbot.pipeline import measure
+
+    Process.opened = []
+    made = {"base": 0, "head": 0}
+
+    def open_checked(job: dict[str, Any], _: Any) -> Process:
+        side = job["side"]
+        made[side] += 1
+        value = ms[side](made[side])
+        if value is None:
+            return Process(0.0, failure=Evaluation("operator", "crashed", "died in pair"))
+        return Process(value)
+
+    monkeypatch.setattr(measure, "open_checked", open_checked)
+    return measure.measure_pair(
+        {"side": "base"}, {"side": "head"}, Settings(), threshold=0.03, alpha=0.01, process_pairs=max_pairs
+    )
+
+
+def test_fresh_pairs_judge_each_processs_offset_as_noise(monkeypatch: Any) -> None:
+    # Every process of the same code off by its own steady few percent, the H200's pattern.
+    offsets = [0.97, 1.03, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.01, 0.99, 1.00, 1.00]
+    result = _pairs(monkeypatch, {"base": lambda k: 1.0, "head": lambda k: offsets[(k - 1) % 16]}, 16)
+    assert result.verdict == "no_change" and result.error is None
+    # settled at the first look (8 pairs): no more processes opened
+    assert result.rounds == 8 * 2 and "judged over 8 fresh process pairs" in result.notes
+    assert len(Process.opened) == 16 and all(p.closed for p in Process.opened)
+    assert all(p.times == 2 for p in Process.opened)  # two rounds a pair, one batch a round and side
+    assert {p.calls for p in Process.opened} == {10}  # the first pair's calls a sample for every later one
+
+
+def test_fresh_pairs_call_a_real_change_at_the_first_look(monkeypatch: Any) -> None:
+    result = _pairs(monkeypatch, {"base": lambda k: 1.0, "head": lambda k: 2.0 + 0.01 * (k % 3)}, 24)
+    assert result.verdict == "regression" and result.comparison is not None
+    assert result.comparison.ratio == pytest.approx(2.01, rel=0.01)
+    assert result.rounds == 8 * 2 and len(Process.opened) == 16  # settled after 8 pairs: no more opened
+
+
+def test_a_side_failing_in_a_later_pair_stops_the_pairs_and_is_the_error(monkeypatch: Any) -> None:
+    result = _pairs(monkeypatch, {"base": lambda k: 1.0, "head": lambda k: None if k == 3 else 1.0}, 8)
+    assert result.verdict == "error" and result.error == "head: crashed: died in pair"
+    assert len(Process.opened) == 6 and all(p.closed for p in Process.opened)

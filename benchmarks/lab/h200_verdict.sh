@@ -6,7 +6,7 @@
 #   bash benchmarks/lab/h200_verdict.sh third   verdict_power on SIZES again (after each batch was relocated)
 #   bash benchmarks/lab/h200_verdict.sh second  the graph-sample GPU tests, then verdict_power on SIZES
 #                                              (default 25us 300us) with the elementwise operator
-# DEADLINE (s) bounds verdict_power in each call.
+# DEADLINE (s) bounds verdict_power in each call; PAIRS=N adds a full verdict over N fresh process pairs.
 set -u
 : "${OUT:?set OUT to the folder for results}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -27,5 +27,5 @@ second)
 *) echo "stage: first | second"; exit 2 ;;
 esac
 timeout -k 10 "$((${DEADLINE:-380} + 60))" python3 benchmarks/verdict_power.py --sizes $sizes --trials 20 --op "${OP:-scale}" \
-    --deadline "${DEADLINE:-380}" --out "$OUT/$1" 2>&1 | tee "$OUT/verdict_$1.log" | grep -v "trial [0-9]*:" | tail -30
+    --deadline "${DEADLINE:-380}" --process-pairs "${PAIRS:-0}" --out "$OUT/$1" 2>&1 | tee "$OUT/verdict_$1.log" | grep -v "trial [0-9]*:" | tail -30
 grep -c "trial [0-9]*:" "$OUT/verdict_$1.log"

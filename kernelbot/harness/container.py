@@ -3,8 +3,8 @@
 The container is the outer wall: no network, a read-only root with the host's system and Python bound
 read-only (as bubblewrap binds them), the repository read-only, only the caches writable, memory, PID and
 time limits, no capabilities, no host environment, and on CUDA the NVIDIA runtime with the one GPU it is
-given. Inside, a relay (`python -m kernelbot.harness.container`) starts the ordinary Sandbox (bubblewrap
-where the container allows it, else plain processes) and passes requests and answers as JSON lines over
+given. Inside, a relay (`python -m kernelbot.harness.container`) starts the ordinary Sandbox, always
+jailed by bubblewrap (where bubblewrap cannot run inside, the relay says so and the host refuses), and passes requests and answers as JSON lines over
 the container's attached stdin/stdout. The same interface as sandbox.Sandbox: request, kill, close.
 """
 

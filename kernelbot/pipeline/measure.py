@@ -1,19 +1,22 @@
 """Measure one operator at base and at head: live sandboxes for each side, timed in interleaved rounds (ABBA…).
 
 Each side gets several sandbox processes, used in turn: two processes running the same code can differ by a
-steady few percent (memory placement, allocator state), and with one process per side that offset would
-look like a change. Rotating processes turns it into round-to-round noise, which the per-round test sees.
+steady few percent, and with one process per side that offset would look like a change. Rotating two
+processes a side does not average it away on a GPU (H200: 1-5% between processes, fixed for each one's
+life), so `thresholds.process_pairs` offers the process as the unit instead: fresh base/head process pairs,
+a few rounds each, judged over pairs (run_pairs, stats.compare_processes).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernelbot.harness.evaluate import Handle, Settings, timing_from
 from kernelbot.harness.gpustate import GpuState, Monitor, disturbed
 from kernelbot.harness.results import Evaluation
-from kernelbot.stats import Comparison, Verdict, compare
+from kernelbot.stats import Comparison, Verdict, compare, compare_processes
 
 SAMPLES_PER_BATCH = 6  # one batch per side per round; rounds alternate which side goes first
 ROUNDS = 8  # rounds before the first verdict (the round is the statistical unit: see stats.py)
@@ -38,6 +41,13 @@ def looks(rounds: int, max_extra_rounds: int) -> list[int]:
 
 
 PROCESSES_PER_SIDE = 2  # sandboxes per side, used in turn round by round
+ROUNDS_PER_PAIR = 2  # run_pairs: rounds from each fresh process pair (base-head, then head-base)
+PAIR_LOOK_STEP = 8  # run_pairs: the verdict is looked at after every 8 pairs (and after the last)
+
+
+def pair_looks(max_pairs: int) -> list[int]:
+    """The pair counts at which run_pairs looks at the verdict, each look at alpha / their number."""
+    return [*range(min(PAIR_LOOK_STEP, max_pairs), max_pairs, PAIR_LOOK_STEP), max_pairs]
 
 
 @dataclass
@@ -91,6 +101,7 @@ def run_rounds(
     max_extra_rounds: int = EXTRA_ROUNDS["cpu"],
     graph: bool = True,
     monitor: Monitor | None = None,
+    judge: bool = True,
 ) -> Rounds:
     """Interleaved timing rounds on open, checked sandboxes {"base": [...], "head": [...]} (an empty list: the
     side does not exist). Round r uses each side's sandbox r mod their number.
@@ -100,7 +111,8 @@ def run_rounds(
     `graph`, whether samples replay a captured graph; a side that cannot capture one puts every side back
     on plain calls and the rounds start again. With a `monitor`, a round during which the GPU's clocks
     moved or another process came onto it is taken again (up to REPEAT_SHARE of the rounds allowed).
-    Undecided: more rounds, looked at on measure.looks' schedule, before "ambiguous".
+    Undecided: more rounds, looked at on measure.looks' schedule, before "ambiguous". `judge` False: the
+    rounds only (run_pairs judges over pairs).
     """
     every = [h for hs in handles.values() for h in hs]
     for h in every:
@@ -167,7 +179,7 @@ def run_rounds(
             answers[side].append(answer)
         out.total += 1
         both = all(hs and _failure(hs) is None for hs in handles.values())
-        if out.total == target and both:
+        if out.total == target and both and judge:
             out.comparison = compare(
                 _batches(answers["base"]),
                 _batches(answers["head"]),
@@ -181,6 +193,79 @@ def run_rounds(
     if monitor is not None and monitor.note:  # unreadable from the start, or since some round
         out.notes.append(monitor.note)
     return out
+
+
+def run_pairs(
+    jobs: dict[str, dict[str, Any]],
+    settings: Settings,
+    *,
+    threshold: float,
+    alpha: float,
+    max_pairs: int,
+    monitor: Monitor | None = None,
+) -> tuple[Rounds, dict[str, Evaluation]]:
+    """Base against head with the process as the unit: for each pair, a fresh checked sandbox per side (opened
+    together), ROUNDS_PER_PAIR interleaved rounds (run_rounds), then closed; the verdict over pairs
+    (stats.compare_processes) after every PAIR_LOOK_STEP pairs, each look at alpha / the number of looks,
+    until settled. Calls per sample and the sample mode are fixed by the first pair's first batch. Returns
+    the rounds and each side's failure, if one failed (the pairs stop there)."""
+    schedule = pair_looks(max_pairs)
+    out = Rounds(None, {"base": [], "head": []}, 0)
+    pair_of: list[int] = []
+    calls: int | None = None
+    graph = True
+    failures: dict[str, Evaluation] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for k in range(schedule[-1]):
+            opened = dict(
+                zip(jobs, pool.map(lambda j: open_checked(j, settings), jobs.values()), strict=True)
+            )
+            try:
+                handles = {side: [h] for side, h in opened.items() if h is not None}
+                failures = {
+                    s: h.failure for s, h in opened.items() if h is not None and h.failure is not None
+                }
+                if failures:
+                    break
+                for h in opened.values():
+                    if h is not None:
+                        h.calls = calls
+                measured = run_rounds(
+                    handles, settings, threshold=threshold, alpha=alpha, rounds=ROUNDS_PER_PAIR,
+                    max_extra_rounds=0, graph=graph, monitor=monitor, judge=False,
+                )  # fmt: skip
+                failures = {
+                    s: h.failure for s, h in opened.items() if h is not None and h.failure is not None
+                }
+                if failures:
+                    break
+            finally:
+                for h in opened.values():
+                    if h is not None:
+                        h.close()
+            if k == 0:
+                first = (measured.answers["base"] or measured.answers["head"] or [{}])[0]
+                calls = first.get("calls_per_sample")
+                graph = first.get("sample_mode") == "graph"
+            out.notes.extend(n for n in measured.notes if n not in out.notes)
+            out.repeated += measured.repeated
+            for side in out.answers:
+                out.answers[side].extend(measured.answers[side])
+            pair_of.extend([k] * measured.total)
+            out.total += measured.total
+            if k + 1 == schedule[0] and all(out.answers.values()):
+                schedule.pop(0)
+                out.comparison = compare_processes(
+                    _batches(out.answers["base"]),
+                    _batches(out.answers["head"]),
+                    pair_of,
+                    threshold=threshold,
+                    alpha=alpha / len(pair_looks(max_pairs)),
+                )
+                if out.comparison.settled or not schedule:
+                    break
+    out.notes.insert(0, f"judged over {len(set(pair_of))} fresh process pairs")
+    return out, failures
 
 
 def _fix_how(handles: list[Handle], answer: dict[str, Any]) -> None:
@@ -201,11 +286,28 @@ def measure_pair(
     alpha: float,
     rounds: int = ROUNDS,
     max_extra_rounds: int | None = None,
+    process_pairs: int = 0,
 ) -> PairResult:
     """Time base and head of one operator in fresh sandboxes, interleaved, and call the verdict.
-    `max_extra_rounds` None: the device's EXTRA_ROUNDS."""
+    `max_extra_rounds` None: the device's EXTRA_ROUNDS. `process_pairs` > 0: judged over up to that many
+    fresh process pairs (run_pairs) when both sides exist."""
     device = (base_job or head_job or {}).get("device", "cpu")
     extra = EXTRA_ROUNDS.get(device, EXTRA_ROUNDS["cpu"]) if max_extra_rounds is None else max_extra_rounds
+    monitor = Monitor(settings.gpu, processes=settings.sandbox != "container") if device == "cuda" else None
+    if process_pairs and base_job is not None and head_job is not None:
+        measured, failures = run_pairs(
+            {"base": base_job, "head": head_job}, settings, threshold=threshold, alpha=alpha,
+            max_pairs=process_pairs, monitor=monitor,
+        )  # fmt: skip
+        answers = measured.answers
+        sides = [
+            failures.get(side)
+            or Evaluation("operator", "ok", timing=timing_from(answers[side]) if answers[side] else None)
+            for side in ("base", "head")
+        ]
+        result = _result(sides[0], sides[1], None if failures else measured.comparison, measured.total)
+        result.notes = measured.notes
+        return result
     handles: dict[str, list[Handle]] = {"base": [], "head": []}
     for side, job in (("base", base_job), ("head", head_job)):
         for _ in range(PROCESSES_PER_SIDE):
@@ -222,9 +324,7 @@ def measure_pair(
             alpha=alpha,
             rounds=rounds,
             max_extra_rounds=extra,
-            monitor=Monitor(settings.gpu, processes=settings.sandbox != "container")
-            if device == "cuda"
-            else None,
+            monitor=monitor,
         )
         base = _evaluation(handles["base"], measured.answers["base"]) if handles["base"] else None
         head = _evaluation(handles["head"], measured.answers["head"]) if handles["head"] else None

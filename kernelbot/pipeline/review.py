@@ -94,6 +94,7 @@ def _measure(
         threshold=result.threshold,
         alpha=head_cfg.thresholds.p_value,
         max_extra_rounds=head_cfg.thresholds.max_rounds,
+        process_pairs=head_cfg.thresholds.process_pairs,
     )
     result.base, result.head, result.verdict, result.error, result.rounds = (
         pair.base,

@@ -124,7 +124,11 @@ def run_record(review: ReviewResult, *, trigger: Trigger, pr_number: int | None 
         base_sha=review.base,
         pr_number=pr_number,
         runner=review.fingerprint.host,
-        status="completed",
+        # A stopped run keeps what it measured, but is not a whole review: trends and baselines skip it.
+        status="failed" if review.interrupted else "completed",
+        error=f"stopped by {review.interrupted} after {len(review.operators)} operator(s)"
+        if review.interrupted
+        else None,
         started_at=finished - timedelta(seconds=review.wall_s),
         finished_at=finished,
         fingerprint=fingerprint_record(review.fingerprint),
