@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,6 +106,19 @@ def test_missing_docker_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     message = str(err.value)
     assert "needs a running Docker daemon" in message and "harness.sandbox: process" in message
     assert "\n" not in message
+
+
+def test_a_missing_docker_sdk_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A newcomer's venv without kernelbot[docker]: the SDK's import was a traceback before the daemon check.
+    monkeypatch.setitem(sys.modules, "docker", None)  # `import docker` raises ImportError
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "op.py").write_text(matmul_op(1, 32))
+    job = {"kind": "kernelbench", "root": str(root), "device": "cpu", "file": "op.py"}
+    with pytest.raises(
+        JailUnavailable, match=r"^harness.sandbox: container needs the docker SDK: pip install"
+    ):
+        Handle(job, "operator", Settings(sandbox="container"))
 
 
 def test_container_gives_the_process_sandbox_verdict(

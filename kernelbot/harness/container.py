@@ -89,9 +89,9 @@ class ContainerSandbox:
         untrusted_cache: bool = False,
         gpu: str | None = None,
     ) -> None:
+        client = _client()  # first: without the SDK or a daemon, one line (JailUnavailable)
         import docker
 
-        client = _client()
         _empty_image(client)
         env = worker_env(Path(CACHE_MOUNT) if cache_dir is not None else None, device)
         env.pop("CUDA_VISIBLE_DEVICES", None)  # the runtime exposes the one GPU; inside it is device 0
