@@ -103,17 +103,23 @@ def compare(
     all_base, all_head = np.concatenate(base), np.concatenate(head)
     ratio = float(np.median(all_head) / np.median(all_base))
     p_value = _p_value([float(np.median(b)) for b in base], [float(np.median(h)) for h in head])
-    low, high = _ratio_ci(base, head)
+    return _judged(ratio, p_value, _ratio_ci(base, head), threshold=threshold, alpha=alpha)
+
+
+def _judged(
+    ratio: float, p_value: float, ci: tuple[float, float], *, threshold: float, alpha: float
+) -> Comparison:
+    """The verdict lines, whichever test gave p and the interval."""
     significant = p_value < alpha
     practical = abs(ratio - 1.0) >= CALL_FRACTION * threshold
     if significant and practical:
         verdict: Verdict = "regression" if ratio > 1 else "improvement"
-        return Comparison(ratio, p_value, (low, high), True, True, True, verdict)
+        return Comparison(ratio, p_value, ci, True, True, True, verdict)
     # "No change" only once the interval rules out a change of the threshold's size; a small significant
     # change with a wide interval may still be a large one, and more rounds tell which.
-    settled = low >= 1.0 - threshold and high <= 1.0 + threshold
+    settled = ci[0] >= 1.0 - threshold and ci[1] <= 1.0 + threshold
     return Comparison(
-        ratio, p_value, (low, high), significant, practical, settled, "no_change" if settled else "ambiguous"
+        ratio, p_value, ci, significant, practical, settled, "no_change" if settled else "ambiguous"
     )
 
 
@@ -152,12 +158,4 @@ def compare_processes(
         p_value = float(2 * stats.t.sf(abs(float(means.mean())) / se, df))
         half = float(stats.t.ppf(0.995, df)) * se  # 99%, as compare's bootstrap interval
         low, high = float(np.exp(means.mean() - half)), float(np.exp(means.mean() + half))
-    significant = p_value < alpha
-    practical = abs(ratio - 1.0) >= CALL_FRACTION * threshold
-    if significant and practical:
-        verdict: Verdict = "regression" if ratio > 1 else "improvement"
-        return Comparison(ratio, p_value, (low, high), True, True, True, verdict)
-    settled = low >= 1.0 - threshold and high <= 1.0 + threshold
-    return Comparison(
-        ratio, p_value, (low, high), significant, practical, settled, "no_change" if settled else "ambiguous"
-    )
+    return _judged(ratio, p_value, (low, high), threshold=threshold, alpha=alpha)
