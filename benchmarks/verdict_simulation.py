@@ -40,12 +40,17 @@ THRESHOLD = {1.0: 0.03, 1.03: 0.03, 1.10: 0.05, 1.67: 0.25}  # the practical thr
 
 
 def _rounds(
-    rng: np.random.Generator, model: str, slowdown: float, n: int, pair_of: list[int] | None = None
+    rng: np.random.Generator,
+    model: str,
+    slowdown: float,
+    n: int,
+    pair_of: list[int] | None = None,
+    process_sd: float = PROCESS_SD,
 ) -> tuple[list, list]:
     """n rounds; under "process", round r comes from process pair pair_of[r] (default: two pairs in turn)."""
     pair_of = pair_of or [r % 2 for r in range(n)]
     pairs = max(pair_of) + 1
-    sd = PROCESS_SD if model == "process" else 0.0
+    sd = process_sd if model == "process" else 0.0
     offset_b, offset_h = np.exp(sd * rng.standard_normal(pairs)), np.exp(sd * rng.standard_normal(pairs))
     base, head = [], []
     for r in range(n):
@@ -61,9 +66,11 @@ def _rounds(
     return base, head
 
 
-def trial(rng: np.random.Generator, model: str, slowdown: float, alpha: float = 0.01) -> str:
+def trial(
+    rng: np.random.Generator, model: str, slowdown: float, alpha: float = 0.01, process_sd: float = PROCESS_SD
+) -> str:
     schedule = looks(ROUNDS, EXTRA_ROUNDS["cuda"])
-    base, head = _rounds(rng, model, slowdown, schedule[-1])
+    base, head = _rounds(rng, model, slowdown, schedule[-1], process_sd=process_sd)
     for n in schedule:
         result = compare(base[:n], head[:n], threshold=THRESHOLD[slowdown], alpha=alpha / len(schedule))
         if result.settled:
@@ -78,9 +85,10 @@ def trial_processes(
     pairs: list[int],
     per_pair: int,
     alpha: float = 0.01,
+    process_sd: float = PROCESS_SD,
 ) -> str:
     pair_of = [r // per_pair for r in range(pairs[-1] * per_pair)]
-    base, head = _rounds(rng, model, slowdown, len(pair_of), pair_of)
+    base, head = _rounds(rng, model, slowdown, len(pair_of), pair_of, process_sd)
     for n in pairs:
         rounds = n * per_pair
         result = compare_processes(
@@ -106,7 +114,6 @@ def main() -> None:
     parser.add_argument("--rounds-per-pair", type=int, default=2)
     parser.add_argument("--process-sd", type=float, default=PROCESS_SD)
     args = parser.parse_args()
-    globals()["PROCESS_SD"] = args.process_sd
     pairs = [int(x) for x in args.pairs.split(",")]
     rng = np.random.default_rng(20261201)
     rows = []
@@ -116,10 +123,12 @@ def main() -> None:
     for model in args.models:
         for slowdown in args.slowdowns:
             if args.rule == "rounds":
-                verdicts = [trial(rng, model, slowdown) for _ in range(args.runs)]
+                verdicts = [trial(rng, model, slowdown, process_sd=args.process_sd) for _ in range(args.runs)]
             else:
                 verdicts = [
-                    trial_processes(rng, model, slowdown, pairs, args.rounds_per_pair)
+                    trial_processes(
+                        rng, model, slowdown, pairs, args.rounds_per_pair, process_sd=args.process_sd
+                    )
                     for _ in range(args.runs)
                 ]
             called = sum(v in ("regression", "improvement") for v in verdicts)

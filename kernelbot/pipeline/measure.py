@@ -73,10 +73,8 @@ class Rounds:
     notes: list[str] = field(default_factory=list)
 
 
-def open_checked(job: dict[str, Any] | None, settings: Settings) -> Handle | None:
-    """A sandbox for `job` (None: no such side), checked once; its failure is on the handle."""
-    if job is None:
-        return None
+def open_checked(job: dict[str, Any], settings: Settings) -> Handle:
+    """A sandbox for `job`, checked once; its failure is on the handle."""
     handle = Handle(job, "operator", settings)
     if handle.failure is None:
         handle.check()
@@ -210,6 +208,7 @@ def run_pairs(
     until settled. Calls per sample and the sample mode are fixed by the first pair's first batch. Returns
     the rounds and each side's failure, if one failed (the pairs stop there)."""
     schedule = pair_looks(max_pairs)
+    alpha_per_look = alpha / len(schedule)
     out = Rounds(None, {"base": [], "head": []}, 0)
     pair_of: list[int] = []
     calls: int | None = None
@@ -221,28 +220,21 @@ def run_pairs(
                 zip(jobs, pool.map(lambda j: open_checked(j, settings), jobs.values()), strict=True)
             )
             try:
-                handles = {side: [h] for side, h in opened.items() if h is not None}
-                failures = {
-                    s: h.failure for s, h in opened.items() if h is not None and h.failure is not None
-                }
-                if failures:
-                    break
                 for h in opened.values():
-                    if h is not None:
-                        h.calls = calls
-                measured = run_rounds(
-                    handles, settings, threshold=threshold, alpha=alpha, rounds=ROUNDS_PER_PAIR,
-                    max_extra_rounds=0, graph=graph, monitor=monitor, judge=False,
-                )  # fmt: skip
-                failures = {
-                    s: h.failure for s, h in opened.items() if h is not None and h.failure is not None
-                }
-                if failures:
-                    break
+                    h.calls = calls
+                if not any(h.failure for h in opened.values()):
+                    measured = run_rounds(
+                        {side: [h] for side, h in opened.items()}, settings, threshold=threshold,
+                        alpha=alpha, rounds=ROUNDS_PER_PAIR, max_extra_rounds=0, graph=graph,
+                        monitor=monitor, judge=False,
+                    )  # fmt: skip
+                # at opening (its check) or during the rounds
+                failures = {s: h.failure for s, h in opened.items() if h.failure is not None}
             finally:
                 for h in opened.values():
-                    if h is not None:
-                        h.close()
+                    h.close()
+            if failures:
+                break
             if k == 0:
                 first = (measured.answers["base"] or measured.answers["head"] or [{}])[0]
                 calls = first.get("calls_per_sample")
@@ -260,7 +252,7 @@ def run_pairs(
                     _batches(out.answers["head"]),
                     pair_of,
                     threshold=threshold,
-                    alpha=alpha / len(pair_looks(max_pairs)),
+                    alpha=alpha_per_look,
                 )
                 if out.comparison.settled or not schedule:
                     break
@@ -310,12 +302,13 @@ def measure_pair(
         return result
     handles: dict[str, list[Handle]] = {"base": [], "head": []}
     for side, job in (("base", base_job), ("head", head_job)):
+        if job is None:  # no such side
+            continue
         for _ in range(PROCESSES_PER_SIDE):
             handle = open_checked(job, settings)
-            if handle is not None:
-                handles[side].append(handle)
-                if handle.failure is not None:
-                    break  # a broken side needs no second sandbox
+            handles[side].append(handle)
+            if handle.failure is not None:
+                break  # a broken side needs no second sandbox
     try:
         measured = run_rounds(
             handles,
