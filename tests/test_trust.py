@@ -217,6 +217,19 @@ def test_precomputing_the_next_refreshes_earns_nothing(tmp_path: Path) -> None:
         assert ev.status == "incorrect"
 
 
+def test_work_moved_into_the_refresh_is_charged_to_the_samples(tmp_path: Path) -> None:
+    """It computes every timed call's output while the refresh writes the inputs (a patched Tensor.copy_) and
+    answers the timed calls by lookup. The judge refreshes its own copy only now and then, so each charge is
+    made against a refresh of its own taken in the same moment; the lookups must not time as a speed-up."""
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("work_in_the_refresh", tmp_path)
+    assert honest.ok and honest.timing is not None
+    if ev.ok:
+        assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms
+    else:
+        assert ev.status == "rejected", ev.reason
+
+
 def test_a_log_flood_is_cut_off_at_the_file_size_cap(tmp_path: Path) -> None:
     ev = _attack("log_flood", tmp_path)
     # The write past the cap fails (EFBIG) inside the sandbox; nothing it printed passes for a verdict.

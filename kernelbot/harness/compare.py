@@ -161,7 +161,10 @@ def compare(
         of, rf = o.reshape(-1), r.reshape(-1)
         max_abs = max_rel = 0.0
         over_count, first_over = 0, -1
-        for start in _spans(rf.numel()):
+        # Bitwise the reference's (eager itself, an exact rewrite) has no error to measure: the float64 pass
+        # below took ~3 s per 16M-element output on one CPU core.
+        exact = torch.equal(of, rf)
+        for start in _spans(0 if exact else rf.numel()):
             o64, r64 = of[start : start + CHUNK].double(), rf[start : start + CHUNK].double()
             ref_bad = _isnan(r64) | _isinf(r64)
             out_bad = _isnan(o64) | _isinf(o64)

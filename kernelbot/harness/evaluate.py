@@ -51,6 +51,9 @@ class Handle:
     ) -> None:
         self.subject, self.settings = subject, settings
         self.failure: Evaluation | None = None
+        # Where the evaluation's time went, ms by step (the judge's account, and the sandbox's start here).
+        self.spent: dict[str, float] = {}
+        self._created_at = time.time()
         self.calls: int | None = None  # fixed after the first timing batch so later batches compare
         # How samples are taken on CUDA (worker.Subject.time_begin): "off" plain calls; "auto" a CUDA graph
         # replay for short operators; "on" a graph wherever it can be captured. measure.run_rounds fixes it.
@@ -98,6 +101,7 @@ class Handle:
             self.failure = Evaluation(self.subject, exc.status, OUT_OF_TIME if by_deadline else exc.reason)
             self.sandbox.kill()
             return None
+        self._account(answer)
         if not answer.get("ok"):
             self.failure = Evaluation(
                 self.subject,
@@ -111,6 +115,13 @@ class Handle:
             self.sandbox.kill()
             return None
         return answer
+
+    def _account(self, answer: dict[str, Any]) -> None:
+        entered_at = answer.pop("entered_at", None)
+        if isinstance(entered_at, float) and "start: launch" not in self.spent:
+            self.spent["start: launch"] = round((entered_at - self._created_at) * 1e3, 3)
+        for step, ms in (answer.pop("spent_ms", None) or {}).items():
+            self.spent[step] = round(self.spent.get(step, 0.0) + ms, 3)
 
     def check(self) -> dict[str, Any] | None:
         seeds = [secrets.randbelow(2**31 - 1) for _ in range(self.settings.seeds)]  # fresh every time

@@ -24,13 +24,16 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
-import torch
+_ENTERED_AT = time.time()  # before torch's import: the start-up breakdown (Judge.spent) counts it
+
+import torch  # noqa: E402
 
 # NOTE: captured before the operator's (untrusted) file is imported.
-from kernelbot.harness import audit, compare, guards, link, timing
-from kernelbot.harness.inputs import (
+from kernelbot.harness import audit, compare, guards, link, timing  # noqa: E402
+from kernelbot.harness.inputs import (  # noqa: E402
     Failure,
     clone,
     input_sets_for,
@@ -39,8 +42,8 @@ from kernelbot.harness.inputs import (
     same_tensor,
     set_bytes_budget,
 )
-from kernelbot.harness.loader import LoadError, Operator, seed_all
-from kernelbot.harness.protocol import HIDDEN_WORK, seal, write_frame
+from kernelbot.harness.loader import LoadError, Operator, seed_all  # noqa: E402
+from kernelbot.harness.protocol import HIDDEN_WORK, seal, write_frame  # noqa: E402
 
 _ns = time.perf_counter_ns
 # The judge's clock bounds what the subject claims for a batch of samples (see `bound`): the median of how
@@ -57,6 +60,7 @@ GROSS = {"cuda": (4.0, 2.0), "cpu": (2.0, 1.0)}
 # A refresh (or the arm step) may take this much longer than its own floor before the excess is charged.
 PREP_TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.5, 0.3)}
 FLOOR_SAMPLES = 9
+REFRESH_EVERY = 16  # the judge's own refresh, past the first FLOOR_SAMPLES samples (see Judge.time)
 # What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
 # finds its faults itself, so a subject that claims one is a candidate blaming the operator.
 SUBJECT_STATUSES = frozenset({"crashed", "build_error", "incorrect", "rejected"})
@@ -129,6 +133,21 @@ class Judge:
         self._model64: Any = (
             None  # the reference in float64, built when first needed, dropped after the check
         )
+        # Where this process's time went since the last answer (ms by step), sent with each answer: the
+        # harness's own overhead per evaluation is measured from it (benchmarks/trust_gpu.py).
+        self.spent: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def spend(self, step: str) -> Iterator[None]:
+        t0 = _ns()
+        try:
+            yield
+        finally:
+            self.spent[step] = self.spent.get(step, 0.0) + (_ns() - t0) / 1e6
+
+    def take_spent(self) -> dict[str, float]:
+        spent, self.spent = self.spent, {}
+        return {step: round(ms, 3) for step, ms in spent.items()}
 
     # -- talking to the subject ---------------------------------------------------------------------
     def ask(self, command: dict[str, Any], max_bytes: int = 0) -> tuple[dict[str, Any], list[torch.Tensor]]:
@@ -176,8 +195,18 @@ class Judge:
     def start(self, device: str) -> None:
         """The subject's bare round trips, before any untrusted code is in either process."""
         self.device = self.peer.device = device  # outputs then cross straight onto the device
-        self.timer = timing.Timer(device)
-        self.ask({"cmd": "hello", "device": device})
+        with self.spend("start: device"):
+            self.timer = timing.Timer(device)
+        with self.spend("start: subject ready"):
+            hello, _ = self.ask({"cmd": "hello", "device": device})
+        for step, ms in (hello.get("spent_ms") or {}).items():  # the subject's word: reported, never used
+            if isinstance(ms, float | int) and isinstance(step, str):
+                self.spent[f"subject {step[:40]}"] = float(ms)
+        with self.spend("start: floors"):
+            self._floors(device)
+
+    def _floors(self, device: str) -> None:
+        assert self.timer is not None
         pings = [self._timed({"cmd": "ping"})[0] for _ in range(FLOOR_SAMPLES)]
         # An honest sample's overhead beyond its claim: trusted work of a sample's length, timed by both.
         probe_ms = self._busy(64)[1]
@@ -209,10 +238,12 @@ class Judge:
         asked = self.post({"cmd": "load", "job": job})
         seed_all(0)
         try:
-            self.op = Operator(job)
+            with self.spend("load: operator"):
+                self.op = Operator(job)
         except LoadError as exc:
             raise Failure("operator_error", str(exc), who=exc.who) from None
-        self.collect(asked)
+        with self.spend("load: subject"):
+            self.collect(asked)
 
     def _reference(self, inputs: list[Any]) -> Any:
         assert self.op is not None
@@ -266,10 +297,11 @@ class Judge:
                 # The subject runs while the judge makes its own inputs and reference (the check's two halves
                 # overlap); its answer is read only once the reference says how many bytes may come back.
                 asked = self.post({"cmd": "run", "case": index, "seed": seed, "repeat": 2})
-                inputs = case.make(seed)
-                if index == 0 and seed == seeds[0]:
-                    self._same_inputs_again(inputs, case.make(seed))
-                ref = self._reference(inputs)
+                with self.spend("check: reference"):
+                    inputs = case.make(seed)
+                    if index == 0 and seed == seeds[0]:
+                        self._same_inputs_again(inputs, case.make(seed))
+                    ref = self._reference(inputs)
                 try:
                     refs = compare.flatten(ref, "the reference")
                 except compare.Mismatch as exc:
@@ -283,19 +315,22 @@ class Judge:
                         )
                 golden = compare.Golden(functools.partial(self._golden, inputs, refs))
                 if index == 0 and seed == seeds[0]:
-                    golden.get()  # the errors against float64 are reported for one seed at least
+                    with self.spend("check: float64"):
+                        golden.get()  # the errors against float64 are reported for one seed at least
                 fingerprints.append([_fingerprint(r) for r in refs])
-                answer, tensors = self.collect(asked, self._budget(refs, 2))
+                with self.spend("check: subject"):
+                    answer, tensors = self.collect(asked, self._budget(refs, 2))
                 outputs = answer.get("outputs")
                 if not isinstance(outputs, list) or len(outputs) != 2:
                     raise Failure("rejected", "anti-hack check: the subject process answered a run wrongly")
                 try:
-                    out = rebuild(outputs[0], tensors, self.device, self.who)
-                    again = rebuild(outputs[1], tensors, self.device, self.who)
-                    err = compare.compare(out, ref, self.atol, self.rtol, golden)
-                    compare.compare(
-                        again, ref, self.atol, self.rtol, golden
-                    )  # same outputs twice, both right
+                    with self.spend("check: compare"):
+                        out = rebuild(outputs[0], tensors, self.device, self.who)
+                        again = rebuild(outputs[1], tensors, self.device, self.who)
+                        err = compare.compare(out, ref, self.atol, self.rtol, golden)
+                        compare.compare(
+                            again, ref, self.atol, self.rtol, golden
+                        )  # same outputs twice, both right
                 except link.LinkError as exc:
                     raise malformed(exc) from None
                 except compare.MismatchWithError as exc:
@@ -310,7 +345,9 @@ class Judge:
                 except compare.Mismatch as exc:
                     raise Failure("incorrect", f"{case.label} seed {seed}: {exc}") from None
                 worst = worst.worse(err)
-                if not compare.identical_or_rounding(out, again, self.atol, self.rtol, refs, golden):
+                with self.spend("check: compare"):
+                    same = compare.identical_or_rounding(out, again, self.atol, self.rtol, refs, golden)
+                if not same:
                     raise Failure(
                         "incorrect",
                         f"{case.label} seed {seed}: two runs on the same inputs disagree beyond rounding (a race or uninitialised memory)",
@@ -347,9 +384,16 @@ class Judge:
         first = case.make(seed)
         budget = set_bytes_budget(self.device)
         graph = cmd.get("graph", "off") if self.device == "cuda" else "off"
-        begun, _ = self.ask(
-            {"cmd": "time_begin", "seed": seed, "calls": cmd.get("calls"), "budget": budget, "graph": graph}
-        )
+        with self.spend("time: set-up"):
+            begun, _ = self.ask(
+                {
+                    "cmd": "time_begin",
+                    "seed": seed,
+                    "calls": cmd.get("calls"),
+                    "budget": budget,
+                    "graph": graph,
+                }
+            )
         calls, mode, note = begun.get("calls"), begun.get("mode"), begun.get("note")
         # How the subject's samples were taken is its word, checked for form only: a replayed graph is bounded
         # by this process's clock and its outputs re-checked like plain calls'.
@@ -365,24 +409,46 @@ class Judge:
         n_sets = input_sets_for(calls, nbytes(first), budget)
         if begun.get("n_sets") != n_sets:
             raise Failure("rejected", "anti-hack check: the subject process rotates other input sets")
-        # The judge's own copies of the sets (the masters of its refreshes).
-        originals = [first] + [case.make(seed + i) for i in range(1, n_sets)]
-        # The judge's copy of what the subject's calls are given: refreshed as the subject's is, each sample,
-        # and timed then, so that the subject's refresh is held against the judge's in the same moment.
-        given = [clone(values) for values in originals]
+        with self.spend("time: set-up"):
+            # The judge's own copies of the sets (the masters of its refreshes).
+            originals = [first] + [case.make(seed + i) for i in range(1, n_sets)]
+            # The judge's copy of what the subject's calls are given, refreshed as the subject's is.
+            given = [clone(values) for values in originals]
         prep_tolerance = PREP_TOLERANCE[self.device]
+        # The subject's refresh is held against the judge's own refresh of the same sets. The judge refreshes
+        # its copy for the first samples and every REFRESH_EVERY-th (the floor: the median of its recent
+        # times), and again at once, in the same moment, before any charge is made against that floor: a
+        # refresh on every sample doubled each sample's work (two processes refreshing up to 512 MiB each).
+        own_ms: list[float] = []
+        sent: list[int] = []  # each sample's seed, in order
+        given_seed = -1  # the seed the judge's copy was last refreshed with
+
+        def own_refresh(seed: int) -> float:
+            nonlocal given_seed
+            with self.spend("time: judge's refresh"):
+                ms = self._refresh(given, originals, seed)
+            own_ms.append(ms)
+            given_seed = seed
+            return ms
 
         def take() -> timing.Sample:
             seed = secrets.randbits(62)
-            own_prep_ms = self._refresh(given, originals, seed)
-            prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
-            excess = charge(prep_ms, self.ping_floor_ms + own_prep_ms, prep_tolerance)
+            if len(own_ms) < FLOOR_SAMPLES or len(sent) % REFRESH_EVERY == 0:
+                own_refresh(seed)
+            sent.append(seed)
+            with self.spend("time: prep"):
+                prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
+            excess = charge(prep_ms, self.ping_floor_ms + _median(own_ms[-FLOOR_SAMPLES:]), prep_tolerance)
+            if excess > 0 and given_seed != seed:
+                excess = charge(prep_ms, self.ping_floor_ms + own_refresh(seed), prep_tolerance)
             if self.device == "cuda":
                 assert self.timer is not None
-                self.timer.prepare_sample()  # the L2 flush that counts: here, after the subject's refresh
-                arm_ms, _ = self._timed({"cmd": "arm"})
+                with self.spend("time: flush and arm"):
+                    self.timer.prepare_sample()  # the L2 flush that counts: here, after the refreshes
+                    arm_ms, _ = self._timed({"cmd": "arm"})
                 excess += charge(arm_ms, self.arm_floor_ms, prep_tolerance)
-            go_ms, answer = self._timed({"cmd": "go"})
+            with self.spend("time: go"):
+                go_ms, answer = self._timed({"cmd": "go"})
             claimed = answer.get("ms_total")
             if not isinstance(claimed, float | int) or not math.isfinite(claimed) or claimed < 0:
                 raise Failure("rejected", "anti-hack check: the subject process reported an impossible time")
@@ -407,7 +473,10 @@ class Judge:
                 "rejected",
                 f"anti-hack check: in {samples.hidden} of {len(samples.times_ms)} samples {HIDDEN_WORK} (work on another stream or thread)",
             )
-        self._recheck(given)  # the inputs the last sample's calls were given
+        if sent and sent[-1] != given_seed:  # the judge's copy as the last sample's calls saw it
+            own_refresh(sent[-1])
+        with self.spend("time: recheck"):
+            self._recheck(given)  # the inputs the last sample's calls were given
         clocks = [s.clock for s in samples.kept]
         counted = bound(clocks, TOLERANCE[self.device], GROSS[self.device])
         return {
@@ -478,6 +547,7 @@ def main() -> None:
     for fd in (result_fd, to_subject, from_subject, region):
         os.set_inheritable(fd, False)
     judge = Judge(link.Peer(to_subject, from_subject, region))
+    judge.spent["start: import"] = (time.time() - _ENTERED_AT) * 1e3
     # The floors are taken now, before the first command: the subject starts its device meanwhile, and no
     # untrusted code is in either process yet.
     if device != "cuda" or torch.cuda.is_available():
@@ -488,6 +558,7 @@ def main() -> None:
         refused = audit.refusal()
         if refused is not None:  # the operator's own code, here: the run is void
             payload = {"ok": False, "status": "operator_error", "reason": f"the sandbox refused {refused}"}
+        payload = {**payload, "spent_ms": judge.take_spent(), "entered_at": _ENTERED_AT}
         write_frame(result_fd, seal(key, payload))
 
     for line in sys.stdin:

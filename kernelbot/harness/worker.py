@@ -18,12 +18,22 @@ import time
 import traceback
 from typing import Any
 
-import torch
+_ENTERED_AT = time.time()  # before torch's import: the judge reports the start-up breakdown
+
+import torch  # noqa: E402
 
 # NOTE: these imports capture the timers and guards before any operator or candidate file is imported.
-from kernelbot.harness import audit, compare, guards, link, timing
-from kernelbot.harness.inputs import Failure, clone, input_sets_for, memory_note, nbytes, parts, refresh
-from kernelbot.harness.loader import LoadError, Operator, seed_all
+from kernelbot.harness import audit, compare, guards, link, timing  # noqa: E402
+from kernelbot.harness.inputs import (  # noqa: E402
+    Failure,
+    clone,
+    input_sets_for,
+    memory_note,
+    nbytes,
+    parts,
+    refresh,
+)
+from kernelbot.harness.loader import LoadError, Operator, seed_all  # noqa: E402
 
 
 def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
@@ -229,11 +239,13 @@ def main() -> None:
     from_judge, to_judge, region, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     for fd in (from_judge, to_judge, region):
         os.set_inheritable(fd, False)
+    imported = time.time()
     # The device's context now, while the judge starts its own: the two start-ups overlap.
     timer: timing.Timer | None = (
         timing.Timer(device) if device != "cuda" or torch.cuda.is_available() else None
     )
     tick = torch.zeros(1, device=device) if timer is not None else None
+    started = {"import": (imported - _ENTERED_AT) * 1e3, "device": (time.time() - imported) * 1e3}
     subject: Subject | None = None
 
     while True:
@@ -248,7 +260,7 @@ def main() -> None:
                 if timer is None or timer.device != cmd["device"]:
                     timer = timing.Timer(cmd["device"])
                     tick = torch.zeros(1, device=cmd["device"])
-                answer: dict[str, Any] = {"ok": True}
+                answer: dict[str, Any] = {"ok": True, "spent_ms": started}
             elif kind == "arm" and timer is not None and tick is not None:
                 # A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's
                 # context here, not in the judge's timed window (on the H200 that switch cost ~0.6 ms a sample).
