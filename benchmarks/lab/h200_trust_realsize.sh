@@ -30,7 +30,9 @@ left() { echo $((stop_at - $(date +%s))); }
 } >"$keep/$stage/env.txt" 2>&1
 
 if [ "$stage" = trustgpu ]; then
-    timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old --old-skip "${OLD_SKIP:-}" \
+    # .prev (optional): a `git archive` of an earlier commit, to show what a change of the harness did
+    timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old \
+        $([ -d .prev ] && echo --prev .prev) --cases "${CASES:-eager,relu_cupy,compile}" \
         >"$keep/$stage/trust_gpu.log" 2>&1
 elif [ "$stage" = gputests ]; then  # the GPU tests written since the last device session
     timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider \
