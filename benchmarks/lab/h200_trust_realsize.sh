@@ -32,7 +32,7 @@ left() { echo $((stop_at - $(date +%s))); }
 if [ "$stage" = trustgpu ]; then
     # .prev (optional): a `git archive` of an earlier commit, to show what a change of the harness did
     timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/trust_gpu.py --out "$keep/$stage" --old .old \
-        $([ -d .prev ] && echo --prev .prev) --cases "${CASES:-eager,relu_cupy,compile}" \
+        $([ -d .prev ] && echo --prev .prev) --cases "${CASES:-eager,relu_cupy,compile}" --reps "${REPS:-1}" \
         >"$keep/$stage/trust_gpu.log" 2>&1
 elif [ "$stage" = gputests ]; then  # the GPU tests written since the last device session
     timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider \
@@ -51,7 +51,7 @@ elif [ "$stage" = suite ]; then
     tar -czf "$OUT/suite-dir.tar.gz" -C "$SUITE_DIR" .  # the logs and candidates too (a device call returns few files)
 elif [ "$stage" = adversarial ]; then
     KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
-        -m "not slow" -q -rA -p no:cacheprovider tests/test_adversarial.py tests/test_trust.py \
+        -m "not slow" -q -rA -p no:cacheprovider ${ADVERSARIAL_TESTS:-tests/test_adversarial.py tests/test_trust.py} \
         >"$keep/$stage/pytest_adversarial_cuda.log" 2>&1
 elif [ "$stage" = realsize ]; then
     # The ten of the tenth session again first (each showed a harness limit fixed since), then the rest.
