@@ -30,6 +30,7 @@ PIDS_LIMIT = 512
 CACHE_MOUNT = "/kernelbot-cache"
 MAX_LINE = 64 << 20  # an answer is a few KB (outputs travel through the shared region): more is a fault
 START_S = 60.0  # the relay's first line (which inner sandbox it could make) must come within this
+NOBODY = 65534  # the container's user where the host's is root (see _user)
 
 
 def _client() -> Any:
@@ -65,12 +66,26 @@ def _empty_image(client: Any) -> None:
         client.api.import_image_from_data(buf.getvalue(), repository=repository, tag=tag)
 
 
+def _user() -> tuple[int, int]:
+    """Who the container runs as: this process's user, or nobody where that is root. Root in a container with
+    no capabilities cannot map itself into the user namespace bubblewrap makes inside ("setting up uid map:
+    Operation not permitted"); an unprivileged user can, and owns nothing of the host's."""
+    if os.getuid() != 0:
+        return os.getuid(), os.getgid()
+    return NOBODY, NOBODY
+
+
 def _binds(readable: list[Path], cache_dir: Path | None) -> dict[str, dict[str, str]]:
     ro = [Path(p) for p in jail._SYSTEM if Path(p).exists()] + jail.python_paths() + [jail.PACKAGE_DIR]
     ro += [Path("/etc") / name for name in jail._ETC if (Path("/etc") / name).exists()]
     binds = {str(p): {"bind": str(p), "mode": "ro"} for p in ro + [Path(r) for r in readable]}
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
+        uid, gid = _user()
+        if os.getuid() == 0:  # the container's user writes the caches (the host's root may hand them over)
+            for folder in [cache_dir, *(p for p in cache_dir.rglob("*") if p.is_dir())]:
+                if folder.stat().st_uid != uid:
+                    os.chown(folder, uid, gid)
         binds[str(cache_dir)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     return binds
 
@@ -149,14 +164,12 @@ class ContainerSandbox:
         memory_limit_mb: int,
         requests: list[Any],
     ) -> Any:
-        return client.containers.create(
-            IMAGE,
-            relay,
-            environment=env,  # the allow-list only: nothing else of the host's environment
+        binds = _binds(readable, cache_dir)
+        host = client.api.create_host_config(
+            binds=binds,
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": "rw,exec,size=4g", "/dev/shm": "rw,size=4g"},
-            volumes=_binds(readable, cache_dir),
+            tmpfs={"/tmp": "rw,exec,size=4g,mode=1777", "/dev/shm": "rw,size=4g,mode=1777"},
             mem_limit=f"{memory_limit_mb + 1024}m",  # the pair's own caps plus the relay and Python
             pids_limit=PIDS_LIMIT,
             cap_drop=["ALL"],
@@ -165,13 +178,27 @@ class ContainerSandbox:
             # no new privileges, a read-only root and limits, around the same bubblewrap pair as the process
             # sandbox: at least that sandbox's wall, never less (docs/security.md).
             security_opt=["no-new-privileges", "seccomp=unconfined"],
-            user=f"{os.getuid()}:{os.getgid()}",
-            working_dir="/tmp",
-            stdin_open=True,
             device_requests=requests,
             runtime="nvidia" if device == "cuda" else None,
+        )
+        # No paths masked in the container's /proc (`--security-opt systempaths=unconfined`, which the SDK
+        # does not name): with Docker's masks in place the kernel refuses the fresh /proc that bubblewrap
+        # mounts for the pair's PID namespace ("Can't mount proc on /newroot/proc"). The masked files are
+        # root's; the container's user is not root and holds no capabilities.
+        host["MaskedPaths"], host["ReadonlyPaths"] = [], []
+        created = client.api.create_container(
+            IMAGE,
+            relay,
+            environment=env,  # the allow-list only: nothing else of the host's environment
+            volumes=[spec["bind"] for spec in binds.values()],
+            host_config=host,
+            user="{}:{}".format(*_user()),
+            # No working_dir: Docker makes a working folder root's, mode 755, over the tmpfs's 1777, and no
+            # user but root could then write /tmp (the relay's temporary files: "No usable temporary directory").
+            stdin_open=True,
             labels={"kernelbot": "sandbox"},
         )
+        return client.containers.get(created["Id"])
 
     def _read_frame(self, deadline: float) -> tuple[int, bytes] | None:
         while len(self._buf) < 8 or len(self._buf) < 8 + struct.unpack(">I", self._buf[4:8])[0]:
