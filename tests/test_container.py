@@ -137,9 +137,9 @@ def test_container_gives_the_process_sandbox_verdict(
         settings = Settings(
             time_budget_s=0.3, max_samples=20, timeout_s=120, sandbox=sandbox, memory_limit_mb=2048
         )
-        pair = measure_pair(
-            jobs["base"], jobs["head"], settings, threshold=0.25, alpha=0.01, max_extra_rounds=0
-        )
+        # The review's own rule, extra rounds included: on a loaded 2-core machine the container's first
+        # rounds of a 4x slow-down once came out "ambiguous".
+        pair = measure_pair(jobs["base"], jobs["head"], settings, threshold=0.25, alpha=0.01)
         assert pair.error is None, (sandbox, pair.error)
         verdicts[sandbox] = pair.verdict
     assert verdicts == {"bwrap": "regression", "container": "regression"}
@@ -169,3 +169,39 @@ def test_the_container_has_no_network_and_no_host_environment(
         assert mounts[str(root.resolve())] is False  # the repository read-only
         assert handle.check() is not None
     assert os.environ["KERNELBOT_TEST_SECRET"] == "s3cret"
+
+
+def test_an_escape_past_the_audit_hook_stays_inside_the_container(
+    docker_daemon: str, container_ok: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The trust suite's shell started past the audit hook, now inside the container (which runs with no
+    masked /proc paths so that bubblewrap can mount the pair's own): it sees no secret, not the repository's
+    .git, not /proc/kcore, writes nothing outside, and leaves no process behind."""
+    from kernelbot.harness.evaluate import evaluate
+
+    monkeypatch.setenv("DOCKER_HOST", docker_daemon)
+    secret = "ghs_" + os.urandom(8).hex()
+    monkeypatch.setenv("GITHUB_TOKEN", secret)
+    attack = Path(__file__).parent / "adversarial" / "trust" / "escape_subprocess.py"
+    outside = tmp_path / "outside" / "pwned"
+    outside.parent.mkdir()
+    marker = "kb" + os.urandom(6).hex()
+    source = attack.read_text().replace('REPO = ""', f"REPO = {str(Path(__file__).parents[1])!r}")
+    source = source.replace('OUTSIDE = ""', f"OUTSIDE = {str(outside)!r}").replace(
+        'MARKER = ""', f"MARKER = {marker!r}"
+    )
+    source = source.replace(
+        "echo done", "echo kcore:$(head -c 16 /proc/kcore 2>/dev/null | wc -c)\necho done"
+    )
+    candidate = tmp_path / "escape.py"
+    candidate.write_text(source)
+    job = {"kind": "kernelbench", "root": str(Path(__file__).parent / "adversarial" / "ops"),
+           "file": "matmul_op.py", "device": "cpu", "allow_tf32": False, "atol": None, "rtol": None}  # fmt: skip
+    settings = Settings(sandbox="container", memory_limit_mb=2048, timeout_s=120, time_budget_s=0.3)
+    ev = evaluate(job, "candidate", settings, candidate=str(candidate), static_check=False)
+    assert not ev.ok and "done" in ev.reason, ev.reason  # the shell ran: what follows is what it could do
+    assert "leaked:0" in ev.reason and secret not in ev.reason
+    assert "git:0" in ev.reason and "kcore:0" in ev.reason
+    assert "write-refused" in ev.reason and not outside.exists()
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert marker not in out
