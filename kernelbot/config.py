@@ -70,6 +70,9 @@ class OperatorDecl(_Strict):
     tolerance: Tolerance | None = None
     precision: PrecisionPolicy | None = None
     threshold: float | None = Field(default=None, gt=0, lt=1)  # practical regression threshold
+    # A sparse matrix input: the same matrix (its pattern) on every call, or a new one each call, so that a
+    # format conversion is paid once or on every timed call (docs/rules.md, "Sparse operators").
+    sparse_matrix: Literal["static", "per_call"] = "static"
 
     @field_validator("dtypes")
     @classmethod

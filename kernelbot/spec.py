@@ -67,6 +67,7 @@ class OperatorSpec:
                 reference=self.decl.reference,
                 shapes=self.decl.shapes,
                 dtypes=self.decl.dtypes,
+                sparse_matrix=self.decl.sparse_matrix,
             )
         return job
 

@@ -192,3 +192,89 @@ def test_the_cuda_graph_rule_stays_off_a_sparse_input() -> None:
     assert graph.matches(facts, "cuda", "kernelbench", {}) is None
     sparse = {**facts, "sparse": features(_csr(torch.eye(64)))}
     assert graph.matches(sparse, "cuda", "kernelbench", {}) == "not for a sparse matrix input"
+
+
+# -- a matrix that is the same every call, or new each call (SPARSE_MATRIX) -----------------------------
+
+
+def test_a_per_call_matrix_is_a_new_object_over_new_indices_each_refresh() -> None:
+    dense = torch.where(torch.rand(200, 200) < 0.05, torch.randn(200, 200), torch.zeros(()))
+    master = [dense.to_sparse_csr(), torch.randn(200, 4)]
+    kept, renewed = clone(master), clone(master)
+    first = renewed[0]
+    refresh([kept], [master], seed=11)
+    refresh([renewed], [master], seed=11, renew=True)
+    assert renewed[0] is not first and renewed[1] is not None
+    assert same_tensor(renewed[0], kept[0])  # the same pattern and the same reordered values as without
+    old, new = parts(first), parts(renewed[0])
+    assert new[0].data_ptr() != old[0].data_ptr() and new[1].data_ptr() != old[1].data_ptr()
+    assert new[2].data_ptr() == old[2].data_ptr()  # the values: refreshed in place, shared
+    assert torch.equal(renewed[1], kept[1])  # dense inputs as ever
+
+
+def test_static_only_formats_are_not_offered_for_a_per_call_matrix() -> None:
+    band = torch.eye(256) + torch.diag(torch.ones(255), 1) + torch.diag(torch.ones(255), -1)
+    facts = {"eager_ms": 1.0, "traceable": True, "rewrites": {"sparse_matmul": {"applied": True}}}
+    static = {**facts, "sparse": {**features(_csr(band)), "rhs_cols": 1, "matrix": "static"}}
+    per_call = {**static, "sparse": {**static["sparse"], "matrix": "per_call"}}
+    rules = {r.id: r for r in load_rules()}
+    dia, scalar = rules["sparse-dia"], rules["sparse-csr-scalar"]
+    assert dia.matches(static, "cuda", "kernelbench", {}) is None
+    why = dia.matches(per_call, "cuda", "kernelbench", {})
+    assert why is not None and "conversion would be paid per call" in why
+    assert scalar.matches(per_call, "cuda", "kernelbench", {}) is None  # a CSR kernel converts nothing
+
+
+def test_an_unknown_sparse_matrix_declaration_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    from kernelbot.harness.loader import LoadError, Operator
+
+    (tmp_path / "op.py").write_text(SPMV.replace("N = 256", "N = 256\nSPARSE_MATRIX = 'sometimes'"))
+    with pytest.raises(LoadError, match=r"^op.py: SPARSE_MATRIX is 'sometimes'; set it to 'static'"):
+        Operator({"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": "cpu"})
+
+
+PLANNED = """
+import time
+import weakref
+
+import torch
+from torch import nn
+
+_plans = {}  # id(matrix) -> (a weak reference to it, its row of each nonzero): built once per matrix object
+
+
+def _rows(a):
+    held = _plans.get(id(a))
+    if held is not None and held[0]() is a:
+        return held[1]
+    time.sleep(0.02)  # a costly conversion, paid once per matrix object
+    crow = a.crow_indices()
+    rows = torch.repeat_interleave(torch.arange(a.shape[0]), crow[1:] - crow[:-1])
+    _plans[id(a)] = (weakref.ref(a), rows)
+    return rows
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, x):
+        rows = _rows(a)
+        return torch.zeros(a.shape[0], x.shape[1]).index_add_(0, rows, a.values()[:, None] * x[a.col_indices()])
+"""
+
+
+def test_a_per_call_matrix_makes_every_timed_call_pay_the_conversion(tmp_path: Path) -> None:
+    """The same candidate, planning once per matrix object (as the shipped sparse templates do): its 20 ms
+    plan stays out of the timed calls of a static matrix and is in every one of a per-call matrix's."""
+    from kernelbot.harness.evaluate import Settings, evaluate
+
+    (tmp_path / "static.py").write_text(SPMV)
+    (tmp_path / "per_call.py").write_text(SPMV.replace("N = 256", "N = 256\nSPARSE_MATRIX = 'per_call'"))
+    (tmp_path / "planned.py").write_text(PLANNED)
+    settings = Settings(time_budget_s=0.5, min_samples=10, max_samples=12, timeout_s=120)
+    medians = {}
+    for name in ("static", "per_call"):
+        job = {"kind": "kernelbench", "root": str(tmp_path), "file": f"{name}.py", "device": "cpu",
+               "allow_tf32": False, "atol": None, "rtol": None}  # fmt: skip
+        ev = evaluate(job, "candidate", settings, candidate=str(tmp_path / "planned.py"))
+        assert ev.ok and ev.timing is not None, (name, ev.reason)
+        medians[name] = ev.timing.median_ms
+    assert medians["static"] < 5.0 < 15.0 < medians["per_call"], medians

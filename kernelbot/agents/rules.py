@@ -42,10 +42,17 @@ class SparseMatch(_Strict):
     # the dense operand's columns (1: SpMV, a vector)
     min_rhs_cols: int | None = None
     max_rhs_cols: int | None = None
+    # the format's conversion is worth paying only once per matrix: not for an operator that is given a new
+    # matrix every call (SPARSE_MATRIX = "per_call"), where every timed call would pay it
+    static_only: bool = False
 
     def why_not(self, f: dict[str, Any] | None) -> str | None:
         if f is None:
             return "needs a sparse matrix input"
+        if self.static_only and f.get("matrix") == "per_call":
+            return (
+                "a new matrix every call (SPARSE_MATRIX = 'per_call'): the conversion would be paid per call"
+            )
         cv = f["row_nnz_std"] / f["row_nnz_mean"] if f["row_nnz_mean"] else 0.0
         bounds = [
             ("density", f["density"], self.min_density, self.max_density),

@@ -132,7 +132,11 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     matrix = sparse.first_sparse(inputs)
     if matrix is not None:
         try:
-            facts["sparse"] = {**sparse.features(matrix), "rhs_cols": sparse.rhs_cols(inputs, matrix)}
+            facts["sparse"] = {
+                **sparse.features(matrix),
+                "rhs_cols": sparse.rhs_cols(inputs, matrix),
+                "matrix": op.sparse_matrix,  # "static" or "per_call": what the operator says of it
+            }
         except (RuntimeError, ValueError) as exc:  # a batched matrix: no features, the other facts stand
             facts["sparse_error"] = _one_line(exc)
     model = op.reference

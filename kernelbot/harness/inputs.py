@@ -145,13 +145,14 @@ def _reorderable(v: Any) -> bool:
     return isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous()
 
 
-def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
+def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, *, renew: bool = False) -> None:
     """The sample's inputs, from the masters (which the subject never sees, so a write into its inputs is
     undone): every floating input its master's values reordered by `seed`, which the judge picks afresh for
     each sample and sends only when the sample is prepared, so no subject can know (or compute for) the next
     sample's inputs ahead of time; the rest restored. One order for all inputs of one size and device in a
     sample (PERMUTE_MAX says which kind). The multiset of values, and so the distribution the factory drew,
-    stays as it was; each sample's inputs depend on its own seed alone."""
+    stays as it was; each sample's inputs depend on its own seed alone. `renew` (an operator whose sparse
+    matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`."""
     orders: dict[tuple[int, str], tuple[Any, ...]] = {}
     with torch.no_grad():
         for values, trusted in zip(sets, masters, strict=True):
@@ -167,3 +168,24 @@ def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int) -> None:
                     if key not in orders:
                         orders[key] = _order(v.numel(), v.device, seed)
                     _reorder(v.view(-1), t.reshape(-1), orders[key])
+        if renew:
+            for values in sets:
+                for i, tensor in enumerate(values):
+                    if isinstance(tensor, torch.Tensor) and tensor.layout in COMPRESSED:
+                        values[i] = renewed(tensor)
+
+
+def renewed(matrix: torch.Tensor) -> torch.Tensor:
+    """The same matrix as a new object over new index arrays, its values shared: whatever a subject derived
+    from the pattern and kept by the matrix's identity or its index storage is not found again, so a format
+    conversion is paid on every call, as for an operator that is given a new matrix each call. (A subject
+    that keys its work on the pattern's contents still finds it: docs/rules.md says so.)"""
+    compressed, plain, values = parts(matrix)
+    return torch.sparse_compressed_tensor(
+        compressed.clone(),
+        plain.clone(),
+        values,
+        size=matrix.shape,
+        layout=matrix.layout,
+        check_invariants=False,  # the pattern is the master's, already checked
+    )

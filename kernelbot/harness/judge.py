@@ -494,8 +494,9 @@ class Judge:
 
     def _refresh(self, sets: list[list[Any]], masters: list[list[Any]], seed: int) -> float:
         """The judge's own refresh, as the subject's; its time in ms."""
+        assert self.op is not None
         t0 = _ns()
-        refresh(sets, masters, seed)
+        refresh(sets, masters, seed, renew=self.op.sparse_matrix == "per_call")
         if self.device == "cuda":
             torch.cuda.synchronize()
         return (_ns() - t0) / 1e6

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+SPARSE_MATRIX = ("static", "per_call")  # what an operator may say of its sparse matrix input (Operator)
 DTYPES = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -99,6 +100,9 @@ class Operator:
         self.job = job
         self.root = Path(job["root"])
         self.device = job["device"]
+        # "per_call": the operator's sparse matrix is a new one on every call (a graph per batch), so the
+        # timed calls each get a matrix object they have not seen (inputs.refresh); "static": the same one.
+        self.sparse_matrix = job.get("sparse_matrix", "static")
         if str(self.root) not in sys.path:
             sys.path.insert(0, str(self.root))
         if job["kind"] == "kernelbench":
@@ -122,6 +126,13 @@ class Operator:
                     f"{self.job['file']} defines no {attr}; KernelBench form needs Model, get_inputs and get_init_inputs",
                 )
         self.module = module
+        self.sparse_matrix = getattr(module, "SPARSE_MATRIX", "static")
+        if self.sparse_matrix not in SPARSE_MATRIX:
+            raise LoadError(
+                "operator",
+                f"{self.job['file']}: SPARSE_MATRIX is {self.sparse_matrix!r}; set it to 'static' (the same "
+                "matrix every call) or 'per_call' (a new matrix each call), or leave it out (static)",
+            )
         self.init_inputs = list(module.get_init_inputs())
         self.reference = self._build_model(module.Model, "operator")
         get_inputs = module.get_inputs

@@ -146,6 +146,8 @@ class Subject:
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
         self.guard()
         self.calls = int(calls or self.timer.calibrate(self.fn, [first]))
+        if not calls and self.op.sparse_matrix == "per_call":  # no more calls than sets: one matrix each
+            self.calls = input_sets_for(self.calls, nbytes(first), budget)
         n_sets = input_sets_for(self.calls, nbytes(first), budget)
         self.masters = [pristine] + [self.op.cases[0].make(seed + i) for i in range(1, n_sets)]
         self.sets = [first] + [clone(values) for values in self.masters[1:]]
@@ -154,6 +156,9 @@ class Subject:
         if graph == "auto" and self.device == "cuda":
             per_call_s, _ = self.timer.one_sample(self.fn, [first], 1)
             graph = "on" if per_call_s * 1e3 < GRAPH_BELOW_MS else "off"
+        if graph == "on" and self.op.sparse_matrix == "per_call":
+            # A replay runs the calls as captured, on the matrices of the capture: never a new one.
+            graph, note = "off", "a new sparse matrix each call (SPARSE_MATRIX = 'per_call'): plain calls"
         if graph == "on" and self.device == "cuda":
             note = self.capture()
             mode = "graph" if self.graph is not None else "calls"
@@ -213,7 +218,7 @@ class Subject:
         # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
         # guard runs after each checked call and once a timing has ended (last_outputs). No L2 flush either:
         # the judge flushes after this, from its own process, and that flush is the one that counts.
-        refresh(self.sets, self.masters, seed)
+        refresh(self.sets, self.masters, seed, renew=self.op.sparse_matrix == "per_call")
         self.timer.sync()
 
     def go(self) -> dict[str, Any]:
