@@ -13,7 +13,7 @@ import pytest
 
 from kernelbot.agents import policy as policy_module
 from kernelbot.agents.base import Task
-from kernelbot.agents.learning import BUDGET, _trees, evaluate, fit, fixed_order
+from kernelbot.agents.learning import BUDGET, _trees, evaluate, evaluate_on, fit, fixed_order
 from kernelbot.agents.policy import EXPLORE_EVERY, Policy, RuleStats, Vocabulary, load_policy
 from kernelbot.agents.rules import Rule, load_rules
 from kernelbot.agents.search import SearchAgent
@@ -50,7 +50,7 @@ def _facts(launch_bound: bool, jitter: float) -> dict[str, object]:
     }
 
 
-def _write_history(url: str, operators: int = 40, seed: int = 0) -> None:
+def _write_history(url: str, operators: int = 40, seed: int = 0, repository: str = "acme/ops") -> None:
     """One optimize run per operator; half are launch-bound. Every rule is tried, the feature's winner wins."""
     rng = random.Random(seed)
     history = History.open(url)
@@ -81,7 +81,7 @@ def _write_history(url: str, operators: int = 40, seed: int = 0) -> None:
             )
             history.record_run(
                 RunRecord(
-                    repository="acme/ops",
+                    repository=repository,
                     trigger="local",
                     head_sha=None,
                     fingerprint=FingerprintRecord(gpu="NVIDIA H200"),
@@ -338,6 +338,24 @@ def test_kernelbot_train_writes_a_policy_the_agent_loads(
     History.open(str(empty)).close()
     assert main(["train", "--db", str(empty), "--out", str(tmp_path / "x.json")]) == 2
     assert "no candidates" in capsys.readouterr().err
+
+
+def test_trained_on_one_set_and_judged_on_a_disjoint_one(
+    history_url: str, rules: list[Rule], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = str(tmp_path / "other.db")
+    _write_history(other, operators=12, seed=1, repository="other/set")  # operators the policy never saw
+    out = tmp_path / "policy.json"
+    assert main(["train", "--db", history_url, "--evaluate-on", other, "--out", str(out)]) == 0
+    quality = json.loads(out.read_text())["trained"]["quality"]
+    assert quality["held_out"] == "databases" and quality["operators"] == 12 and quality["episodes"] == 12
+    assert quality["top1_learned"] == 1.0 and quality["median_evaluations_ratio"] < 0.5
+    assert "none trained on" in capsys.readouterr().err
+    # The same database on both sides: nothing left to train on, said in one line.
+    assert main(["train", "--db", history_url, "--evaluate-on", history_url, "--out", str(out)]) == 2
+    assert "nothing is left to train on" in capsys.readouterr().err
+    learned = evaluate_on(training_rows([history_url]), training_rows([other]), rules)
+    assert learned.summary()["operators"] == 12 and learned.folds == 1
 
 
 def test_the_shipped_default_policy_loads(rules: list[Rule], caplog: pytest.LogCaptureFixture) -> None:

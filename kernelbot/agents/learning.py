@@ -236,25 +236,46 @@ def evaluate(
     operators = sorted({r.operator for r in rows})
     k = len(operators) if folds <= 0 else min(folds, len(operators))
     fold_of = {op: i % max(k, 1) for i, op in enumerate(operators)}
-    by_id = {r.id: r for r in rules}
-    fixed = fixed_order(rules)
     result = Evaluation(folds=k, episodes=0, operators=len(operators))
     all_episodes = [e for e in episodes(rows) if e.target is not None and len(e.rows) > 1]
     for fold in range(k):
         held = [e for e in all_episodes if fold_of[e.operator] == fold]
-        if not held:
-            continue
-        policy = fitter([r for r in rows if fold_of[r.operator] != fold], rules)
-        for e in held:
-            present = [by_id[r.rule] for r in e.rows]
-            learned = [rule.id for rule, _ in policy.order(present, e.facts)]
-            a, b = _replay(learned, e), _replay(fixed, e)
-            result.learned.append(a)
-            result.fixed.append(b)
-            result.learned_first_wins += _won(e, learned[0])
-            result.fixed_first_wins += _won(e, next(x for x in fixed if x in learned))
-            result.episodes += 1
+        if held:
+            _replay_held(result, fitter([r for r in rows if fold_of[r.operator] != fold], rules), held, rules)
     return result
+
+
+def evaluate_on(
+    train: Sequence[TrainingRow],
+    test: Sequence[TrainingRow],
+    rules: Sequence[Rule],
+    *,
+    fitter: Callable[[Sequence[TrainingRow], Sequence[Rule]], Policy] = fit,
+) -> Evaluation:
+    """Train on one set of operators and replay the searches of another (a problem set the policy never
+    saw): an operator found in both is left out of the training rows, so the two stay disjoint."""
+    test = single_rule_rows(test, rules)
+    held_out = {r.operator for r in test}
+    train = [r for r in single_rule_rows(train, rules) if r.operator not in held_out]
+    result = Evaluation(folds=1, episodes=0, operators=len(held_out))
+    held = [e for e in episodes(test) if e.target is not None and len(e.rows) > 1]
+    if held and train:
+        _replay_held(result, fitter(train, rules), held, rules)
+    return result
+
+
+def _replay_held(result: Evaluation, policy: Policy, held: Sequence[Episode], rules: Sequence[Rule]) -> None:
+    """Each held-out search replayed in the policy's order and in the fixed one, added to `result`."""
+    by_id = {r.id: r for r in rules}
+    fixed = fixed_order(rules)
+    for e in held:
+        present = [by_id[r.rule] for r in e.rows]
+        learned = [rule.id for rule, _ in policy.order(present, e.facts)]
+        result.learned.append(_replay(learned, e))
+        result.fixed.append(_replay(fixed, e))
+        result.learned_first_wins += _won(e, learned[0])
+        result.fixed_first_wins += _won(e, next(x for x in fixed if x in learned))
+        result.episodes += 1
 
 
 def _won(episode: Episode, rule: str) -> bool:
