@@ -205,29 +205,26 @@ def test_a_candidate_that_returns_nothing_when_timed_is_incorrect(tmp_path: Path
     assert ev.status == "incorrect" and "timed calls are wrong" in ev.reason and "NoneType" in ev.reason
 
 
-def test_precomputing_the_next_refreshes_earns_nothing(tmp_path: Path) -> None:
-    """With inputs refreshed by a fixed shift it computed 400 samples ahead in an untimed step (5.6x 'faster',
-    reward 3, before the refresh became a permutation the judge draws for each sample)."""
+@pytest.mark.parametrize(
+    "attack",
+    [
+        # With inputs refreshed by a fixed shift it computed 400 samples ahead in an untimed step (5.6x
+        # 'faster', reward 3, before the refresh became a permutation the judge draws for each sample).
+        "precompute_refreshes",
+        # It computes every timed call's output while the refresh writes the inputs (a patched Tensor.copy_)
+        # and answers the timed calls by lookup. The judge refreshes its own copy only now and then, so each
+        # charge is made against a refresh of its own taken in the same moment (6x 'faster' without it).
+        "work_in_the_refresh",
+    ],
+)
+def test_work_done_outside_the_timed_calls_earns_nothing(attack: str, tmp_path: Path) -> None:
     honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
-    ev = _attack("precompute_refreshes", tmp_path)
+    ev = _attack(attack, tmp_path)
     assert honest.ok and honest.timing is not None
     if ev.ok:
         assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms
     else:
-        assert ev.status == "incorrect"
-
-
-def test_work_moved_into_the_refresh_is_charged_to_the_samples(tmp_path: Path) -> None:
-    """It computes every timed call's output while the refresh writes the inputs (a patched Tensor.copy_) and
-    answers the timed calls by lookup. The judge refreshes its own copy only now and then, so each charge is
-    made against a refresh of its own taken in the same moment; the lookups must not time as a speed-up."""
-    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
-    ev = _attack("work_in_the_refresh", tmp_path)
-    assert honest.ok and honest.timing is not None
-    if ev.ok:
-        assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms
-    else:
-        assert ev.status == "rejected", ev.reason
+        assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
 def test_a_log_flood_is_cut_off_at_the_file_size_cap(tmp_path: Path) -> None:
