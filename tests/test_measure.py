@@ -226,7 +226,7 @@ def _pairs(monkeypatch: Any, ms: dict[str, Any], max_pairs: int) -> Any:
     Process.opened = []
     made = {"base": 0, "head": 0}
 
-    def open_checked(job: dict[str, Any], _: Any) -> Process:
+    def open_checked(job: dict[str, Any], _: Any, started: Any = None) -> Process:
         side = job["side"]
         made[side] += 1
         value = ms[side](made[side])
@@ -263,3 +263,73 @@ def test_a_side_failing_in_a_later_pair_stops_the_pairs_and_is_the_error(monkeyp
     result = _pairs(monkeypatch, {"base": lambda k: 1.0, "head": lambda k: None if k == 3 else 1.0}, 8)
     assert result.verdict == "error" and result.error == "head: crashed: died in pair"
     assert len(Process.opened) == 6 and all(p.closed for p in Process.opened)
+
+
+def test_pairs_started_ahead_are_loaded_by_the_next_pair_and_none_is_left(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """The next pair's sandboxes start (lazily: no device) while a pair is timed; each later pair is opened on
+    them, and the last ones, which no pair needed, are closed with the run."""
+    from kernelbot.harness import jail
+    from kernelbot.pipeline import measure
+    from tests.ops import matmul_op
+
+    if jail.probe() is not None:
+        pytest.skip(f"no OS sandbox here: {jail.probe()}")
+    jobs = _two_sides(tmp_path, matmul_op(1, 96), matmul_op(4, 96))
+    ahead: list[Any] = []
+
+    def start_ahead(job: dict[str, Any], subject: str, settings: Settings) -> Any:
+        box = real_start_ahead(job, subject, settings)
+        ahead.append(box)
+        return box
+
+    real_start_ahead = measure.start_ahead
+    monkeypatch.setattr(measure, "start_ahead", start_ahead)
+    from kernelbot.harness import evaluate
+
+    made_now: list[bool] = []  # a sandbox started when a pair opened (not ahead): the first pair's only
+    real_sandbox = evaluate._sandbox
+
+    def sandbox(*args: Any, lazy: bool = False) -> Any:
+        made_now.append(not lazy)
+        return real_sandbox(*args, lazy=lazy)
+
+    monkeypatch.setattr(evaluate, "_sandbox", sandbox)
+    settings = Settings(time_budget_s=0.2, max_samples=10, timeout_s=120)
+    measured, failures = measure.run_pairs(
+        jobs, settings, threshold=0.25, alpha=0.01, max_pairs=3, ahead=True
+    )
+    assert failures == {} and measured.comparison is not None
+    assert measured.comparison.ratio > 2  # 4 matmuls against 1, over 3 fresh pairs (the verdict: load-bound)
+    assert len(ahead) == 4  # for pairs 2 and 3, two sides each; none after the last
+    assert made_now.count(True) == 2  # pairs 2 and 3 were opened on the sandboxes started ahead
+    assert all(box.proc.poll() is not None and box.subject.poll() is not None for box in ahead)
+
+
+def _two_sides(tmp_path: Any, base: str, head: str) -> dict[str, dict[str, Any]]:
+    for side, source in (("base", base), ("head", head)):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "op.py").write_text(source)
+    return {side: {"kind": "kernelbench", "root": str(tmp_path / side), "device": "cpu", "file": "op.py",
+                   "allow_tf32": False, "atol": None, "rtol": None} for side in ("base", "head")}  # fmt: skip
+
+
+def test_sandboxes_started_ahead_for_a_pair_that_never_comes_are_closed(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    from kernelbot.harness import jail
+    from kernelbot.pipeline import measure
+    from tests.ops import matmul_op
+
+    if jail.probe() is not None:
+        pytest.skip(f"no OS sandbox here: {jail.probe()}")
+    broken = matmul_op(1, 96).replace("return y", "raise RuntimeError('broken head')")
+    jobs = _two_sides(tmp_path, matmul_op(1, 96), broken)
+    ahead: list[Any] = []
+    real_start_ahead = measure.start_ahead
+    monkeypatch.setattr(measure, "start_ahead", lambda *a: ahead.append(real_start_ahead(*a)) or ahead[-1])
+    settings = Settings(time_budget_s=0.2, max_samples=10, timeout_s=120)
+    _, failures = measure.run_pairs(jobs, settings, threshold=0.25, alpha=0.01, max_pairs=3, ahead=True)
+    assert "broken head" in failures["head"].reason  # the first pair's check: the pairs stop there
+    assert len(ahead) == 2 and all(b.proc.poll() is not None and b.subject.poll() is not None for b in ahead)

@@ -48,6 +48,7 @@ class Handle:
         compile_mode: str | None = None,
         require_kernel: bool = False,
         static_check: bool = True,  # off only in tests that show what the runtime layer catches alone
+        started: Sandbox | None = None,  # one `start_ahead` made for this job and subject, else a new one
     ) -> None:
         self.subject, self.settings = subject, settings
         self.failure: Evaluation | None = None
@@ -62,23 +63,14 @@ class Handle:
         if candidate is not None and static_check:
             findings = _static_findings(Path(candidate), may_switch_tf32(job), require_kernel)
             if findings:  # caught before any of its code runs
+                if started is not None:
+                    started.close()
                 self.failure = Evaluation(subject, "rejected", "static check: " + findings)
                 return
         # Absolute paths: the jail starts in its private /tmp, not in our working directory.
         job = {**job, "root": str(Path(job["root"]).resolve())}
         candidate = str(Path(candidate).resolve()) if candidate is not None else None
-        readable = [Path(job["root"])] + ([Path(candidate)] if candidate is not None else [])
-        # The container sandbox (container.py) has the same interface, with the pair inside a container.
-        kind = ContainerSandbox if settings.sandbox == "container" else Sandbox
-        self.sandbox = kind(
-            device=job["device"],
-            memory_limit_mb=settings.memory_limit_mb,
-            cache_dir=settings.cache_dir,
-            readable=readable,
-            mode=settings.sandbox,
-            untrusted_cache=subject == "candidate",
-            gpu=settings.gpu,
-        )
+        self.sandbox = started or _sandbox(job, subject, settings, candidate)
         load = {**job, "subject": subject, "candidate": candidate, "compile_mode": compile_mode}
         self._ask({"cmd": "load", "job": load})
 
@@ -153,6 +145,38 @@ class Handle:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sandbox(
+    job: dict[str, Any], subject: str, settings: Settings, candidate: str | None, lazy: bool = False
+) -> Sandbox | ContainerSandbox:
+    """The sandbox an evaluation of `subject` runs in (job root and candidate already absolute)."""
+    readable = [Path(job["root"])] + ([Path(candidate)] if candidate is not None else [])
+    # The container sandbox (container.py) has the same interface, with the pair inside a container.
+    if settings.sandbox == "container":
+        return ContainerSandbox(
+            device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir,
+            readable=readable, mode=settings.sandbox, untrusted_cache=subject == "candidate", gpu=settings.gpu,
+        )  # fmt: skip
+    return Sandbox(
+        device=job["device"], memory_limit_mb=settings.memory_limit_mb, cache_dir=settings.cache_dir,
+        readable=readable, mode=settings.sandbox, untrusted_cache=subject == "candidate", gpu=settings.gpu,
+        lazy=lazy,
+    )  # fmt: skip
+
+
+def start_ahead(job: dict[str, Any], subject: str, settings: Settings) -> Sandbox | None:
+    """A process sandbox for a later `Handle(job, subject, settings, started=...)`, started now and lazy:
+    its interpreters import while other work runs, and it touches the device only once loaded. None where
+    the sandbox is a container (each is its own, made when needed). Not for a candidate, whose file the
+    sandbox must be able to read."""
+    assert subject != "candidate", "a candidate's sandbox binds its file: make it with the Handle"
+    if settings.sandbox == "container":
+        return None
+    job = {**job, "root": str(Path(job["root"]).resolve())}
+    box = _sandbox(job, subject, settings, None, lazy=True)
+    assert isinstance(box, Sandbox)
+    return box
 
 
 def may_switch_tf32(job: dict[str, Any]) -> bool:

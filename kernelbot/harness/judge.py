@@ -542,7 +542,7 @@ def _fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
 
 def main() -> None:
     key_fd, result_fd, to_subject, from_subject, region = (int(a) for a in sys.argv[1:6])
-    device = sys.argv[6]
+    device, lazy = sys.argv[6], sys.argv[7:] == ["lazy"]
     with os.fdopen(key_fd, "rb") as handle:
         key = handle.read()
     for fd in (result_fd, to_subject, from_subject, region):
@@ -550,8 +550,9 @@ def main() -> None:
     judge = Judge(link.Peer(to_subject, from_subject, region))
     judge.spent["start: import"] = (time.time() - _ENTERED_AT) * 1e3
     # The floors are taken now, before the first command: the subject starts its device meanwhile, and no
-    # untrusted code is in either process yet.
-    if device != "cuda" or torch.cuda.is_available():
+    # untrusted code is in either process yet. A lazy sandbox (started ahead while another one times on this
+    # device) leaves them, and the device, to its first command (load).
+    if not lazy and (device != "cuda" or torch.cuda.is_available()):
         with contextlib.suppress(Failure):
             judge.start(device)
 

@@ -120,7 +120,10 @@ class Sandbox:
         mode: str = "bwrap",
         untrusted_cache: bool = False,
         gpu: str | None = None,
+        lazy: bool = False,
     ) -> None:
+        """`lazy`: the two processes start (interpreter, imports) but touch no device until the first
+        request, so a sandbox can be started ahead while another one times on the same GPU."""
         jail.require(mode)  # before anything is opened: nothing to leak when it refuses
         self.key = secrets.token_bytes(32)
         key_r, key_w = os.pipe()
@@ -153,6 +156,7 @@ class Sandbox:
                     str(from_subject_w),
                     str(region),
                     device,
+                    *(["lazy"] if lazy else []),
                 ],
                 pass_fds=(to_subject_r, from_subject_w, region),
                 memory_limit_bytes=limit,
@@ -165,7 +169,7 @@ class Sandbox:
             argv = [sys.executable, "-m", "kernelbot.harness.judge"]
             fds = (key_r, result_w, to_subject_w, from_subject_r, region)
             self.proc = launch(
-                [*argv, *(str(fd) for fd in fds), device],
+                [*argv, *(str(fd) for fd in fds), device, *(["lazy"] if lazy else [])],
                 pass_fds=fds,
                 memory_limit_bytes=limit,
                 stdin=subprocess.PIPE,

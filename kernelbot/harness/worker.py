@@ -242,12 +242,13 @@ class Subject:
 
 def main() -> None:
     from_judge, to_judge, region, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    lazy = sys.argv[5:] == ["lazy"]  # started ahead: the device waits for the judge's hello
     for fd in (from_judge, to_judge, region):
         os.set_inheritable(fd, False)
     imported = time.time()
     # The device's context now, while the judge starts its own: the two start-ups overlap.
     timer: timing.Timer | None = (
-        timing.Timer(device) if device != "cuda" or torch.cuda.is_available() else None
+        timing.Timer(device) if not lazy and (device != "cuda" or torch.cuda.is_available()) else None
     )
     tick = torch.zeros(1, device=device) if timer is not None else None
     started = {"import": (imported - _ENTERED_AT) * 1e3, "device": (time.time() - imported) * 1e3}

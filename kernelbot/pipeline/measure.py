@@ -9,13 +9,15 @@ a few rounds each, judged over pairs (run_pairs, stats.compare_processes).
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbot.harness.evaluate import Handle, Settings, timing_from
+from kernelbot.harness.evaluate import Handle, Settings, start_ahead, timing_from
 from kernelbot.harness.gpustate import GpuState, Monitor, disturbed
 from kernelbot.harness.results import Evaluation
+from kernelbot.harness.sandbox import Sandbox
 from kernelbot.stats import Comparison, Verdict, compare, compare_processes
 
 SAMPLES_PER_BATCH = 6  # one batch per side per round; rounds alternate which side goes first
@@ -73,9 +75,9 @@ class Rounds:
     notes: list[str] = field(default_factory=list)
 
 
-def open_checked(job: dict[str, Any], settings: Settings) -> Handle:
-    """A sandbox for `job`, checked once; its failure is on the handle."""
-    handle = Handle(job, "operator", settings)
+def open_checked(job: dict[str, Any], settings: Settings, started: Sandbox | None = None) -> Handle:
+    """A sandbox for `job` (`started`: one started ahead for it), checked once; its failure is on the handle."""
+    handle = Handle(job, "operator", settings, started=started)
     if handle.failure is None:
         handle.check()
     return handle
@@ -201,12 +203,16 @@ def run_pairs(
     alpha: float,
     max_pairs: int,
     monitor: Monitor | None = None,
+    ahead: bool = False,
 ) -> tuple[Rounds, dict[str, Evaluation]]:
     """Base against head with the process as the unit: for each pair, a fresh checked sandbox per side (opened
     together), ROUNDS_PER_PAIR interleaved rounds (run_rounds), then closed; the verdict over pairs
     (stats.compare_processes) after every PAIR_LOOK_STEP pairs, each look at alpha / the number of looks,
     until settled. Calls per sample and the sample mode are fixed by the first pair's first batch. Returns
-    the rounds and each side's failure, if one failed (the pairs stop there)."""
+    the rounds and each side's failure, if one failed (the pairs stop there). `ahead`: the next pair's
+    sandboxes start (lazily: interpreters and imports, no device) while this pair is timed, which leaves
+    each pair little more than its load and check; on a GPU runner only, where the host's other cores are
+    idle during a timing (on a 2-core CPU runner the imports would be the timing's neighbours)."""
     schedule = pair_looks(max_pairs)
     alpha_per_look = alpha / len(schedule)
     out = Rounds(None, {"base": [], "head": []}, 0)
@@ -214,11 +220,17 @@ def run_pairs(
     calls: int | None = None
     graph = True
     failures: dict[str, Evaluation] = {}
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    waiting: dict[str, Sandbox | None] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool, contextlib.ExitStack() as leftovers:
+        leftovers.callback(_close_all, waiting)  # started ahead for a pair that never came
         for k in range(schedule[-1]):
-            opened = dict(
-                zip(jobs, pool.map(lambda j: open_checked(j, settings), jobs.values()), strict=True)
-            )
+            opening = {
+                side: pool.submit(open_checked, job, settings, waiting.pop(side, None))
+                for side, job in jobs.items()
+            }
+            opened = {side: future.result() for side, future in opening.items()}
+            if ahead and k + 1 < schedule[-1]:
+                waiting.update({side: start_ahead(job, "operator", settings) for side, job in jobs.items()})
             try:
                 for h in opened.values():
                     h.calls = calls
@@ -260,6 +272,12 @@ def run_pairs(
     return out, failures
 
 
+def _close_all(boxes: dict[str, Sandbox | None]) -> None:
+    for box in boxes.values():
+        if box is not None:
+            box.close()
+
+
 def _fix_how(handles: list[Handle], answer: dict[str, Any]) -> None:
     """The first batch's calls per sample and sample mode, for every sandbox's later batches."""
     for other in handles:
@@ -289,7 +307,7 @@ def measure_pair(
     if process_pairs and base_job is not None and head_job is not None:
         measured, failures = run_pairs(
             {"base": base_job, "head": head_job}, settings, threshold=threshold, alpha=alpha,
-            max_pairs=process_pairs, monitor=monitor,
+            max_pairs=process_pairs, monitor=monitor, ahead=device == "cuda",
         )  # fmt: skip
         answers = measured.answers
         sides = [
