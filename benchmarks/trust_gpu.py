@@ -99,6 +99,8 @@ def main() -> None:
         "--reps", type=int, default=1, help="warm runs per harness and subject (median shown)"
     )
     args = parser.parse_args()
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
     harnesses = {"now": Path(__file__).resolve().parents[1]}
     harnesses |= {name: p.resolve() for name, p in (("prev", args.prev), ("old", args.old)) if p}

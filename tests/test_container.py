@@ -132,17 +132,17 @@ def test_container_gives_the_process_sandbox_verdict(
                "allow_tf32": False, "atol": None, "rtol": None}
         for side in ("base", "head")
     }  # fmt: skip
-    verdicts = {}
+    verdicts, seen = {}, {}
     for sandbox in ("bwrap", "container"):
         settings = Settings(
-            time_budget_s=0.3, max_samples=20, timeout_s=120, sandbox=sandbox, memory_limit_mb=2048
+            time_budget_s=0.5, max_samples=40, timeout_s=120, sandbox=sandbox, memory_limit_mb=2048
         )
         # The review's own rule, extra rounds included: on a loaded 2-core machine the container's first
         # rounds of a 4x slow-down once came out "ambiguous".
         pair = measure_pair(jobs["base"], jobs["head"], settings, threshold=0.25, alpha=0.01)
         assert pair.error is None, (sandbox, pair.error)
-        verdicts[sandbox] = pair.verdict
-    assert verdicts == {"bwrap": "regression", "container": "regression"}
+        verdicts[sandbox], seen[sandbox] = pair.verdict, (pair.comparison, pair.rounds, pair.notes)
+    assert verdicts == {"bwrap": "regression", "container": "regression"}, seen
 
 
 def test_the_container_has_no_network_and_no_host_environment(
@@ -205,3 +205,31 @@ def test_an_escape_past_the_audit_hook_stays_inside_the_container(
     assert "write-refused" in ev.reason and not outside.exists()
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
     assert marker not in out
+
+
+def test_the_caches_of_a_container_run_as_nobody_are_its_own_and_never_a_link(
+    docker_daemon: str, container_ok: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As root, the runner hands the container (nobody) a cache folder of its own; a link planted in its
+    place (code that may write the caches could make one) is refused, and what it points at keeps its owner."""
+    if os.getuid() != 0:
+        pytest.skip("the container runs as the runner's own user here: nothing is handed over")
+    monkeypatch.setenv("DOCKER_HOST", docker_daemon)
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "op.py").write_text(matmul_op(1, 32))
+    job = {"kind": "kernelbench", "root": str(root), "device": "cpu", "file": "op.py"}
+    caches = tmp_path / "caches"
+    with Handle(
+        job, "operator", Settings(sandbox="container", memory_limit_mb=2048, cache_dir=caches)
+    ) as handle:
+        assert handle.failure is None, handle.failure
+    assert (caches / "container").stat().st_uid == 65534 and caches.stat().st_uid == 0
+    target = tmp_path / "host-folder"
+    target.mkdir()
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "container").symlink_to(target)
+    with pytest.raises(JailUnavailable, match=r"container: .*/planted/container is not a plain folder"):
+        Handle(job, "operator", Settings(sandbox="container", memory_limit_mb=2048, cache_dir=planted))
+    assert target.stat().st_uid == 0

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,14 @@ class Listener:
         self.sock.close()
 
 
-def _attack(name: str, tmp_path: Path, **fill: Any) -> Evaluation:
+def _attack(name: str, tmp_path: Path, settings: Settings = SETTINGS, **fill: Any) -> Evaluation:
     source = (TRUST / f"{name}.py").read_text()
     for key, value in fill.items():
         blank = "0" if isinstance(value, int) else '""'
         source = source.replace(f"{key} = {blank}", f"{key} = {value!r}")
     path = tmp_path / f"{name}.py"
     path.write_text(source)
-    return evaluate(MATMUL, "candidate", SETTINGS, candidate=str(path), static_check=False)
+    return evaluate(MATMUL, "candidate", settings, candidate=str(path), static_check=False)
 
 
 def _leaks(ev: Evaluation) -> list[str]:
@@ -218,8 +219,11 @@ def test_a_candidate_that_returns_nothing_when_timed_is_incorrect(tmp_path: Path
     ],
 )
 def test_work_done_outside_the_timed_calls_earns_nothing(attack: str, tmp_path: Path) -> None:
-    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
-    ev = _attack(attack, tmp_path)
+    # 40 samples: most past the judge's first refreshes, where it holds the subject's against its median
+    # (with 12, a judge that never charged those samples passed too).
+    settings = replace(SETTINGS, min_samples=40, max_samples=40, time_budget_s=10.0)
+    honest = evaluate(MATMUL, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack(attack, tmp_path, settings=settings)
     assert honest.ok and honest.timing is not None
     if ev.ok:
         assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms

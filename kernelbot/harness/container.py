@@ -11,10 +11,12 @@ the container's attached stdin/stdout. The same interface as sandbox.Sandbox: re
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import os
 import socket
+import stat
 import struct
 import sys
 import tarfile
@@ -75,19 +77,37 @@ def _user() -> tuple[int, int]:
     return NOBODY, NOBODY
 
 
+def _device_groups() -> list[str]:
+    return sorted({str(os.stat(p).st_gid) for p in glob.glob("/dev/nvidia*") if os.path.exists(p)})
+
+
 def _binds(readable: list[Path], cache_dir: Path | None) -> dict[str, dict[str, str]]:
     ro = [Path(p) for p in jail._SYSTEM if Path(p).exists()] + jail.python_paths() + [jail.PACKAGE_DIR]
     ro += [Path("/etc") / name for name in jail._ETC if (Path("/etc") / name).exists()]
     binds = {str(p): {"bind": str(p), "mode": "ro"} for p in ro + [Path(r) for r in readable]}
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        uid, gid = _user()
-        if os.getuid() == 0:  # the container's user writes the caches (the host's root may hand them over)
-            for folder in [cache_dir, *(p for p in cache_dir.rglob("*") if p.is_dir())]:
-                if folder.stat().st_uid != uid:
-                    os.chown(folder, uid, gid)
+        if os.getuid() == 0:
+            cache_dir = _nobodys(cache_dir / "container")
         binds[str(cache_dir)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     return binds
+
+
+def _nobodys(folder: Path) -> Path:
+    """The caches of containers that run as nobody (the runner's root cannot share its own with them): a
+    folder of their own, made here and handed over. Nothing under it is walked or followed: a link planted
+    there (by operator or candidate code, which may write the caches) must not make root hand a folder of
+    the host to nobody, nor be bound into a container in its place."""
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode):
+        raise jail.JailUnavailable(
+            f"harness.sandbox: container: {folder} is not a plain folder (a link?); remove it and run again"
+        )
+    if info.st_uid != NOBODY:
+        os.chown(folder, NOBODY, NOBODY, follow_symlinks=False)
+    return folder
 
 
 class ContainerSandbox:
@@ -180,12 +200,16 @@ class ContainerSandbox:
             security_opt=["no-new-privileges", "seccomp=unconfined"],
             device_requests=requests,
             runtime="nvidia" if device == "cuda" else None,
+            # nobody reaches the GPU's device nodes through their group where they are not open to all
+            group_add=_device_groups() if device == "cuda" else None,
         )
-        # No paths masked in the container's /proc (`--security-opt systempaths=unconfined`, which the SDK
+        # No paths masked in the container's /proc (as `--security-opt systempaths=unconfined`, which the SDK
         # does not name): with Docker's masks in place the kernel refuses the fresh /proc that bubblewrap
-        # mounts for the pair's PID namespace ("Can't mount proc on /newroot/proc"). The masked files are
-        # root's; the container's user is not root and holds no capabilities.
-        host["MaskedPaths"], host["ReadonlyPaths"] = [], []
+        # mounts for the pair's PID namespace ("Can't mount proc on /newroot/proc"). What they hid is root's
+        # to read or write, or harmless (docs/security.md); the container's user is not root and holds no
+        # capabilities. /sys is bound, not mounted afresh: its masks stay.
+        host["MaskedPaths"] = ["/sys/firmware", "/sys/devices/virtual/powercap"]
+        host["ReadonlyPaths"] = []
         created = client.api.create_container(
             IMAGE,
             relay,

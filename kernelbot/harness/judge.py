@@ -415,11 +415,14 @@ class Judge:
             # The judge's copy of what the subject's calls are given, refreshed as the subject's is.
             given = [clone(values) for values in originals]
         prep_tolerance = PREP_TOLERANCE[self.device]
-        # The subject's refresh is held against the judge's own refresh of the same sets. The judge refreshes
-        # its copy for the first samples and every REFRESH_EVERY-th (the floor: the median of its recent
-        # times), and again at once, in the same moment, before any charge is made against that floor: a
-        # refresh on every sample doubled each sample's work (two processes refreshing up to 512 MiB each).
-        own_ms: list[float] = []
+        # The subject's refresh is held against the judge's own refresh of the same sets, taken just before
+        # it. Past the first FLOOR_SAMPLES samples the judge refreshes its copy only at random, one sample in
+        # REFRESH_EVERY (a refresh on every sample doubled each sample's work: two processes refreshing up to
+        # 512 MiB each), and holds the others against the median of its recent refreshes; a sample that
+        # would be charged against that median gets a refresh of the judge's own in the same moment first,
+        # capped at twice the median (a subject that leaves work running to slow that refresh down gains no
+        # more) and kept out of the median.
+        floor_ms: list[float] = []  # the judge's refreshes taken before the subject's, past the warm-up
         sent: list[int] = []  # each sample's seed, in order
         given_seed = -1  # the seed the judge's copy was last refreshed with
 
@@ -427,20 +430,27 @@ class Judge:
             nonlocal given_seed
             with self.spend("time: judge's refresh"):
                 ms = self._refresh(given, originals, seed)
-            own_ms.append(ms)
             given_seed = seed
             return ms
 
         def take() -> timing.Sample:
             seed = secrets.randbits(62)
-            if len(own_ms) < FLOOR_SAMPLES or len(sent) % REFRESH_EVERY == 0:
-                own_refresh(seed)
+            warm = len(sent) >= timing.WARMUP_SAMPLES  # the first takes (measure's warm-up) run cold
+            before = None
+            if len(floor_ms) < FLOOR_SAMPLES or secrets.randbelow(REFRESH_EVERY) == 0:
+                before = own_refresh(seed)
+                if warm:
+                    floor_ms.append(before)
             sent.append(seed)
             with self.spend("time: prep"):
                 prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
-            excess = charge(prep_ms, self.ping_floor_ms + _median(own_ms[-FLOOR_SAMPLES:]), prep_tolerance)
-            if excess > 0 and given_seed != seed:
-                excess = charge(prep_ms, self.ping_floor_ms + own_refresh(seed), prep_tolerance)
+            recent = _median(floor_ms[-FLOOR_SAMPLES:]) if floor_ms else before or 0.0
+            excess = charge(
+                prep_ms, self.ping_floor_ms + (before if before is not None else recent), prep_tolerance
+            )
+            if excess > 0 and before is None:
+                retake = min(own_refresh(seed), 2 * recent)
+                excess = charge(prep_ms, self.ping_floor_ms + retake, prep_tolerance)
             if self.device == "cuda":
                 assert self.timer is not None
                 with self.spend("time: flush and arm"):
