@@ -176,6 +176,7 @@ def test_a_reward_comes_from_timing_side_by_side_not_from_stale_baselines(
     (candidate,) = data["candidates"]
     assert candidate["status"] == "ok" and candidate["reward"] == 1, candidate
     evidence = candidate["side_by_side"]
+    assert evidence is not None, f"no side-by-side timing was made: {candidate}"  # (under load: the budget)
     assert evidence["rounds"] >= 8 and 0.8 < evidence["speedup_vs_eager"] < 1.25, evidence
     low, high = evidence["speedup_vs_eager_ci99"]
     assert low <= evidence["speedup_vs_eager"] <= high
