@@ -87,7 +87,7 @@ def _binds(readable: list[Path], cache_dir: Path | None) -> dict[str, dict[str, 
     binds = {str(p): {"bind": str(p), "mode": "ro"} for p in ro + [Path(r) for r in readable]}
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        if os.getuid() == 0:
+        if _user()[0] == NOBODY:  # not the runner's own user: caches of its own
             cache_dir = _nobodys(cache_dir / "container")
         binds[str(cache_dir)] = {"bind": CACHE_MOUNT, "mode": "rw"}
     return binds

@@ -435,22 +435,22 @@ class Judge:
 
         def take() -> timing.Sample:
             seed = secrets.randbits(62)
-            warm = len(sent) >= timing.WARMUP_SAMPLES  # the first takes (measure's warm-up) run cold
             before = None
             if len(floor_ms) < FLOOR_SAMPLES or secrets.randbelow(REFRESH_EVERY) == 0:
                 before = own_refresh(seed)
-                if warm:
+                if len(sent) >= timing.WARMUP_SAMPLES:  # measure's warm-up takes run cold: not a floor
                     floor_ms.append(before)
             sent.append(seed)
             with self.spend("time: prep"):
                 prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
-            recent = _median(floor_ms[-FLOOR_SAMPLES:]) if floor_ms else before or 0.0
-            excess = charge(
-                prep_ms, self.ping_floor_ms + (before if before is not None else recent), prep_tolerance
-            )
-            if excess > 0 and before is None:
-                retake = min(own_refresh(seed), 2 * recent)
-                excess = charge(prep_ms, self.ping_floor_ms + retake, prep_tolerance)
+            if before is not None:
+                excess = charge(prep_ms, self.ping_floor_ms + before, prep_tolerance)
+            else:  # FLOOR_SAMPLES floors exist by now
+                recent = _median(floor_ms[-FLOOR_SAMPLES:])
+                excess = charge(prep_ms, self.ping_floor_ms + recent, prep_tolerance)
+                if excess > 0:
+                    retake = min(own_refresh(seed), 2 * recent)
+                    excess = charge(prep_ms, self.ping_floor_ms + retake, prep_tolerance)
             if self.device == "cuda":
                 assert self.timer is not None
                 with self.spend("time: flush and arm"):
@@ -506,7 +506,7 @@ class Judge:
         """The judge's own refresh, as the subject's; its time in ms."""
         assert self.op is not None
         t0 = _ns()
-        refresh(sets, masters, seed, renew=self.op.sparse_matrix == "per_call")
+        refresh(sets, masters, seed, renew=self.op.per_call_matrix)
         if self.device == "cuda":
             torch.cuda.synchronize()
         return (_ns() - t0) / 1e6

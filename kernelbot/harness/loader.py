@@ -110,6 +110,11 @@ class Operator:
         else:
             self._load_declared()
 
+    @property
+    def per_call_matrix(self) -> bool:
+        """Its sparse matrix is a new one on every call: each timed call gets one it has not seen."""
+        return self.sparse_matrix == "per_call"
+
     # -- KernelBench form: class Model, get_inputs(), get_init_inputs() ---------------------------
     def _load_kernelbench(self) -> None:
         path = self.root / self.job["file"]

@@ -146,9 +146,9 @@ class Subject:
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
         self.guard()
         self.calls = int(calls or self.timer.calibrate(self.fn, [first]))
-        if not calls and self.op.sparse_matrix == "per_call":  # no more calls than sets: one matrix each
-            self.calls = input_sets_for(self.calls, nbytes(first), budget)
         n_sets = input_sets_for(self.calls, nbytes(first), budget)
+        if not calls and self.op.per_call_matrix:  # no more calls than sets: one matrix each
+            self.calls = n_sets
         self.masters = [pristine] + [self.op.cases[0].make(seed + i) for i in range(1, n_sets)]
         self.sets = [first] + [clone(values) for values in self.masters[1:]]
         self.outputs = [None] * n_sets
@@ -156,7 +156,7 @@ class Subject:
         if graph == "auto" and self.device == "cuda":
             per_call_s, _ = self.timer.one_sample(self.fn, [first], 1)
             graph = "on" if per_call_s * 1e3 < GRAPH_BELOW_MS else "off"
-        if graph == "on" and self.op.sparse_matrix == "per_call":
+        if graph == "on" and self.op.per_call_matrix:
             # A replay runs the calls as captured, on the matrices of the capture: never a new one.
             graph, note = "off", "a new sparse matrix each call (SPARSE_MATRIX = 'per_call'): plain calls"
         if graph == "on" and self.device == "cuda":
@@ -218,7 +218,7 @@ class Subject:
         # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
         # guard runs after each checked call and once a timing has ended (last_outputs). No L2 flush either:
         # the judge flushes after this, from its own process, and that flush is the one that counts.
-        refresh(self.sets, self.masters, seed, renew=self.op.sparse_matrix == "per_call")
+        refresh(self.sets, self.masters, seed, renew=self.op.per_call_matrix)
         self.timer.sync()
 
     def go(self) -> dict[str, Any]:
@@ -264,8 +264,10 @@ def main() -> None:
             kind = cmd.get("cmd")
             if kind == "hello":
                 if timer is None or timer.device != cmd["device"]:
+                    made = time.time()
                     timer = timing.Timer(cmd["device"])
                     tick = torch.zeros(1, device=cmd["device"])
+                    started["device"] = (time.time() - made) * 1e3  # a lazy start's device comes here
                 answer: dict[str, Any] = {"ok": True, "spent_ms": started}
             elif kind == "arm" and timer is not None and tick is not None:
                 # A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's

@@ -87,8 +87,9 @@ def _failure(handles: list[Handle]) -> Evaluation | None:
     return next((h.failure for h in handles if h.failure is not None), None)
 
 
-def _evaluation(handles: list[Handle], answers: list[dict[str, Any]]) -> Evaluation:
-    return _failure(handles) or Evaluation("operator", "ok", timing=timing_from(answers) if answers else None)
+def _evaluation(failure: Evaluation | None, answers: list[dict[str, Any]]) -> Evaluation:
+    """A side's result: its failure, or its timing over every batch it answered."""
+    return failure or Evaluation("operator", "ok", timing=timing_from(answers) if answers else None)
 
 
 def run_rounds(
@@ -309,13 +310,12 @@ def measure_pair(
             {"base": base_job, "head": head_job}, settings, threshold=threshold, alpha=alpha,
             max_pairs=process_pairs, monitor=monitor, ahead=device == "cuda",
         )  # fmt: skip
-        answers = measured.answers
-        sides = [
-            failures.get(side)
-            or Evaluation("operator", "ok", timing=timing_from(answers[side]) if answers[side] else None)
-            for side in ("base", "head")
-        ]
-        result = _result(sides[0], sides[1], None if failures else measured.comparison, measured.total)
+        result = _result(
+            _evaluation(failures.get("base"), measured.answers["base"]),
+            _evaluation(failures.get("head"), measured.answers["head"]),
+            None if failures else measured.comparison,
+            measured.total,
+        )
         result.notes = measured.notes
         return result
     handles: dict[str, list[Handle]] = {"base": [], "head": []}
@@ -337,8 +337,10 @@ def measure_pair(
             max_extra_rounds=extra,
             monitor=monitor,
         )
-        base = _evaluation(handles["base"], measured.answers["base"]) if handles["base"] else None
-        head = _evaluation(handles["head"], measured.answers["head"]) if handles["head"] else None
+        base, head = (
+            _evaluation(_failure(handles[side]), measured.answers[side]) if handles[side] else None
+            for side in ("base", "head")
+        )
     finally:
         for handle in (h for hs in handles.values() for h in hs):
             handle.close()
