@@ -2,6 +2,7 @@
 against cuSPARSE and timed, the format the search agent's rules would choose, and the bandwidth each reaches.
 
     PYTHONPATH=. python3 -m benchmarks.sparse --out DIR [--device cuda] [--quick] [--budget-s S]
+        [--dtype float32|bfloat16] [--allow-bf16]
 
 The set: six matrix classes (diagonal, banded, block-sparse, uniform random with short and with long rows,
 power-law rows), each at two sizes (about 1M nonzeros, whose CSR arrays stay in an H200's 60 MB L2, and
@@ -15,7 +16,10 @@ static, once per call when it is not.
 Bandwidth: the CSR floor moves 8 bytes a nonzero (int32 column, float32 value) plus, per row, a row pointer
 and the row's reads of the operand and writes of the output (4 + 8k bytes for k columns; 8 + 12/(nnz per row)
 bytes a nonzero for SpMV); achieved = floor bytes / time, set against the device's measured copy bandwidth.
-Writes DIR/results.json and DIR/results.md.
+`--dtype bfloat16` makes every matrix and operand bfloat16 (the kernels read them as they are and sum in
+float32; cuSPARSE through CuPy has no bfloat16 and is not applicable). `--allow-bf16` is the precision policy
+that lets the rules which gather a float32 matrix's values as bfloat16 match; every rule is verified either
+way, each at its precision's tolerance. Writes DIR/results.json and DIR/results.md.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 import torch
 
 from benchmarks.benchlib import environment, print_table
+from kernelbot.agents.base import PRECISION_TOLERANCE
 from kernelbot.agents.rules import Rule, load_rules
 from kernelbot.analysis.sparse import features
 from kernelbot.harness.compare import Golden, Mismatch, compare
@@ -122,16 +127,18 @@ class Problem:
     x: torch.Tensor = field(repr=False)
 
 
-def problem_set(device: str, quick: bool = False, seed: int = 0) -> list[Problem]:
+def problem_set(
+    device: str, quick: bool = False, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> list[Problem]:
     sizes = QUICK_SIZES if quick else SIZES
     out = []
     for c, (cls, build) in enumerate(CLASSES.items()):
         for s, (size, nnz) in enumerate(sizes.items()):
             gen = torch.Generator(device=device).manual_seed(seed * 1000 + c * 10 + s)
-            matrix = build(nnz, gen, device)
+            matrix = build(nnz, gen, device).to(dtype)
             for k in WIDTHS:
                 shape = (matrix.shape[1],) if k == 1 else (matrix.shape[1], k)
-                x = torch.randn(shape, generator=gen, device=device)
+                x = torch.randn(shape, generator=gen, device=device).to(dtype)
                 out.append(Problem(f"{cls}/{size}/k{k}", cls, size, k, matrix, x))
     return out
 
@@ -148,7 +155,7 @@ def facts_of(p: Problem) -> dict[str, Any]:
     return {
         "sparse": {**features(p.matrix), "rhs_cols": p.k},
         "traceable": True,
-        "input_dtypes": ["float32"],
+        "input_dtypes": [str(p.x.dtype).removeprefix("torch.")],
         "rewrites": {"sparse_matmul": {"applied": True, "description": "", "forward_code": ""}},
         "eager_ms": 1.0,
     }
@@ -182,8 +189,11 @@ class Row:
 
 
 def floor_bytes(p: Problem) -> int:
+    """CSR's least traffic at the problem's dtype: a value and an int32 column a nonzero, a row pointer a row,
+    the operand read and the output written once."""
     m, n = p.matrix.shape
-    return 8 * p.matrix.values().numel() + 4 * m + 4 * p.k * (m + n)
+    item = p.x.element_size()
+    return (item + 4) * p.matrix.values().numel() + 4 * m + item * p.k * (m + n)
 
 
 def _time(timer: Timer, fn: Callable[..., Any], args: list[Any], budget_s: float) -> float:
@@ -199,7 +209,9 @@ def _time(timer: Timer, fn: Callable[..., Any], args: list[Any], budget_s: float
     return ordered[len(ordered) // 2]
 
 
-def run_problem(p: Problem, rules: list[Rule], timer: Timer, budget_s: float) -> list[Row]:
+def run_problem(
+    p: Problem, rules: list[Rule], timer: Timer, budget_s: float, policy: dict[str, bool] | None = None
+) -> list[Row]:
     facts = facts_of(p)
     mtx = lambda a, x: torch.mv(a, x) if x.dim() == 1 else torch.sparse.mm(a, x)  # noqa: E731
     ref = mtx(p.matrix, p.x)
@@ -209,11 +221,16 @@ def run_problem(p: Problem, rules: list[Rule], timer: Timer, budget_s: float) ->
     rows = [Row(**base, subject=TORCH, status="ok", ms=ms, gbps=floor_bytes(p) / ms / 1e6, matched=True)]
     for rule in rules:
         row = Row(**base, subject=rule.id, status="ok")
-        row.matched = rule.matches(facts, "cuda", "kernelbench", {}) is None
+        row.matched = rule.matches(facts, "cuda", "kernelbench", policy or {}) is None
+        if rule.match.dtypes and facts["input_dtypes"][0] not in rule.match.dtypes:
+            row.status, row.error = "not_applicable", f"takes {rule.match.dtypes}"
+            rows.append(row)
+            continue
+        tol = PRECISION_TOLERANCE.get(rule.precision)  # None: the float32 rule, with the float64 fallback
         try:
             module = candidate(rule, facts)
             fn, planner = module["sparse_spmm"], module["_PLANNERS"][module["_FORMAT"]]
-            compare(fn(p.matrix, p.x), ref, None, None, golden)
+            compare(fn(p.matrix, p.x), ref, tol, tol, golden)
             row.convert_ms = 1e3 * timer.one_sample(planner, [[p.matrix]], 3)[0]
             row.ms = _time(timer, fn, [p.matrix, p.x], budget_s)
             row.gbps = floor_bytes(p) / row.ms / 1e6
@@ -318,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="small matrices (a CPU check of the script)")
     parser.add_argument("--budget-s", type=float, default=1.5, help="timing budget per subject")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument(
+        "--allow-bf16", action="store_true", help="the precision policy lets bf16 rules match"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment(args.device)
@@ -325,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     rules = sparse_rules()
     rows: list[Row] = []
     began = time.monotonic()
-    for p in problem_set(args.device, quick=args.quick):
-        rows += run_problem(p, rules, timer, args.budget_s)
+    policy = {"allow_bf16": args.allow_bf16}
+    for p in problem_set(args.device, quick=args.quick, dtype=getattr(torch, args.dtype)):
+        rows += run_problem(p, rules, timer, args.budget_s, policy)
         print(f"{p.name}: {time.monotonic() - began:.0f} s", flush=True)
     summary = summarize(rows)
     peak = copy_gbps(args.device)

@@ -163,7 +163,8 @@ def resolve_operator(target: str, root: Path, config: Config) -> tuple[OperatorS
     try:
         ast.parse(text, filename=target)
     except SyntaxError as err:
-        raise ConfigError(f"{target}:{err.lineno}: {err.msg}; fix the syntax error") from None
+        where = f"{target}:{err.lineno}" if err.lineno else target  # null bytes have no line
+        raise ConfigError(f"{where}: {err.msg}; fix the syntax error") from None
     if not is_kernelbench_source(text):
         raise ConfigError(
             f"{target}: not a KernelBench-form operator; define class Model(nn.Module), get_inputs() and get_init_inputs() at top level"

@@ -112,8 +112,9 @@ def test_not_kernelbench_form_names_the_fix(repo: Path, capsys: pytest.CaptureFi
         (lambda p: p.write_text("import torch\nclass Model(torch.nn.Module:\n    pass\n"), "x.py:2: "),
         (lambda p: p.write_bytes(b"\xfe\xff\x00torch"), "x.py: not UTF-8 text (byte 0)"),
         (lambda p: p.mkdir(), "x.py: is a directory, not a file"),
+        (lambda p: p.write_bytes(b"\x00\x01\x02"), "x.py: source code string cannot contain null bytes"),
     ],
-    ids=["syntax-error", "binary", "directory"],
+    ids=["syntax-error", "binary", "directory", "null-bytes"],
 )
 def test_a_file_that_is_no_python_source_is_one_line(
     repo: Path, make: Any, message: str, capsys: pytest.CaptureFixture[str]

@@ -230,7 +230,8 @@ def test_each_formats_plan_decodes_to_the_matrix_on_refreshed_values(tmp_path: P
     facts = _facts(tmp_path, SPMV)
     namespace = _module(_render(rule, SPMV, facts))
     plan_of = namespace["_plan"]
-    for dense in (_banded(300, 3), _power_law(300), _uniform(300, 5), torch.zeros(40, 40)):
+    bf16 = _uniform(300, 5).bfloat16()  # a bfloat16 matrix: the plan is the pattern's, its values as they are
+    for dense in (_banded(300, 3), _power_law(300), _uniform(300, 5), torch.zeros(40, 40), bf16):
         a = dense.to_sparse_csr()
         f = features(a)
         fill = {"ell": f["ell_fill"], "sell": f["sell_fill"], "dia": f["dia_fill"]}.get(fmt, 1.0)
@@ -241,10 +242,12 @@ def test_each_formats_plan_decodes_to_the_matrix_on_refreshed_values(tmp_path: P
                 plan_of(a)
             continue
         plan = plan_of(a)
-        assert torch.equal(_decode(fmt, plan, a.values(), *a.shape), dense)
+        assert torch.equal(_decode(fmt, plan, a.values(), *a.shape), dense.float())
         a.values().copy_(torch.randn(a.values().shape))  # a refresh: new values on the kept pattern
         assert plan_of(a) is plan  # the plan is built once per matrix...
-        assert torch.equal(_decode(fmt, plan, a.values(), *a.shape), a.to_dense())  # ...and still fits
+        assert torch.equal(
+            _decode(fmt, plan, a.values(), *a.shape), a.to_dense().float()
+        )  # ...and still fits
         assert plan_of(a.to_dense().to_sparse_csr()) is not plan  # another matrix, another plan
 
 
@@ -254,22 +257,36 @@ def test_the_candidate_refuses_what_it_was_not_built_for_in_one_line(
     namespace = _module(_render(rules["sparse-ell"], SPMV, _facts(tmp_path, SPMV)))
     a = _banded(16, 1).to_sparse_csr()
     with pytest.raises(
-        ValueError, match=r"sparse_spmm: built for float32 CUDA operands .* \(CuPy is missing\)"
+        ValueError,
+        match=r"sparse_spmm: built for CUDA operands of one dtype, float32 or bfloat16, .* \(CuPy is missing\)",
     ):
         namespace["sparse_spmm"](a, torch.randn(16))
     with pytest.raises(ValueError, match=r"built for a 2-D CSR matrix, got torch.sparse_csc"):
         namespace["_plan"](_banded(16, 1).to_sparse_csc())
-    with pytest.raises(ValueError, match=r"built for float32 values and int32 indices, got torch.float64"):
+    with pytest.raises(
+        ValueError, match=r"built for float32 or bfloat16 values and int32 indices, got torch.float64"
+    ):
         namespace["_plan"](_banded(16, 1).double().to_sparse_csr())
 
 
+# The `#define`s the candidate puts before its source for a float32 matrix and operand, a bfloat16 pair, and
+# a float32 operator whose values a bf16 rule gathers as bfloat16 (sparse_spmm.py.j2's `defines`).
+ELEMENTS = {
+    "float32": "#define VAL_T float\n#define X_T float\n",
+    "bfloat16": "#define VAL_T unsigned short\n#define X_T unsigned short\n",
+    "bf16-values": "#define VAL_T unsigned short\n#define X_T float\n",
+}
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc to compile the generated kernels for a GPU")
-def test_every_sparse_kernel_builds_for_hopper_without_spills(tmp_path: Path, rules: dict[str, Rule]) -> None:
-    cuda = re.search(
-        r'_SOURCE = r"""(.*?)"""', _render(rules["sparse-ell"], SPMV, _facts(tmp_path, SPMV)), re.S
-    )
+@pytest.mark.parametrize("elements", list(ELEMENTS))
+def test_every_sparse_kernel_builds_for_hopper_without_spills(
+    tmp_path: Path, rules: dict[str, Rule], elements: str
+) -> None:
+    candidate = _render(rules["sparse-ell"], SPMV, _facts(tmp_path, SPMV))
+    cuda = re.search(r'_SOURCE = r"""(.*?)"""', candidate, re.S)
     assert cuda is not None
-    (tmp_path / "k.cu").write_text(cuda.group(1))
+    (tmp_path / "k.cu").write_text(ELEMENTS[elements] + cuda.group(1))
     built = subprocess.run(
         [
             "nvcc",
@@ -289,3 +306,52 @@ def test_every_sparse_kernel_builds_for_hopper_without_spills(tmp_path: Path, ru
     kernels = {"csr_scalar", "csr_vector", "csr_rowwarp", "ell", "sell", "dia", "merge_path"}
     assert entries == {f"spmm_{k}" for k in kernels}
     assert set(re.findall(r"(\d+) bytes spill stores", built.stderr)) == {"0"}
+
+
+def test_a_sparse_product_is_rewritten_only_when_the_operand_has_the_matrixs_dtype() -> None:
+    """float32 and bfloat16 pairs become kernel calls; a mixed pair stays torch's (the kernels read one dtype
+    for x). The dtypes are set on the traced graph: torch has no bfloat16 sparse product on the CPU."""
+    from torch import fx
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    from kernelbot.analysis.rewrites_sparse import sparse_matmul
+
+    class Product(torch.nn.Module):
+        def forward(self, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return torch.sparse.mm(a, x)
+
+    for a_dtype, x_dtype, applied in (
+        (torch.float32, torch.float32, True),
+        (torch.bfloat16, torch.bfloat16, True),
+        (torch.bfloat16, torch.float32, False),
+        (torch.float64, torch.float64, False),
+    ):
+        gm = fx.symbolic_trace(Product())
+        ShapeProp(gm).propagate(_banded(16, 1).to_sparse_csr(), torch.randn(16, 3))
+        for node, dtype in zip([n for n in gm.graph.nodes if n.op == "placeholder"], (a_dtype, x_dtype)):
+            node.meta["tensor_meta"] = node.meta["tensor_meta"]._replace(dtype=dtype)
+        assert (sparse_matmul(gm) is not None) is applied, (a_dtype, x_dtype)
+
+
+def test_bf16_value_rules_need_the_policy_and_render_values_as_bfloat16(
+    tmp_path: Path, rules: dict[str, Rule]
+) -> None:
+    banded = {
+        "sparse": {**features(_banded(512, 2).to_sparse_csr()), "rhs_cols": 1},
+        "traceable": True,
+        "input_dtypes": ["float32"],
+        "rewrites": {"sparse_matmul": {"applied": True}},
+    }
+    assert rules["sparse-dia-bf16"].matches(banded, "cuda", "kernelbench", {}) == (
+        "bf16 not allowed by the precision policy"
+    )
+    assert rules["sparse-dia-bf16"].matches(banded, "cuda", "kernelbench", {"allow_bf16": True}) is None
+    assert rules["sparse-ell-bf16"].matches(banded, "cuda", "kernelbench", {"allow_bf16": True}) is None
+    # a bfloat16 operator already is: the exact rules read it as it is, the value rules have nothing to do
+    as_bf16 = banded | {"input_dtypes": ["bfloat16"]}
+    assert rules["sparse-dia"].matches(as_bf16, "cuda", "kernelbench", {}) is None
+    assert rules["sparse-dia-bf16"].matches(as_bf16, "cuda", "kernelbench", {"allow_bf16": True}) is not None
+    assert rules["sparse-cusparse-cupyx"].matches(as_bf16, "cuda", "kernelbench", {}) is not None
+    facts = _facts(tmp_path, SPMV)
+    assert '_VALUES = "bf16"\n' in _render(rules["sparse-dia-bf16"], SPMV, facts)
+    assert '_VALUES = "as_given"\n' in _render(rules["sparse-dia"], SPMV, facts)

@@ -1,7 +1,7 @@
 """torch.fx rewrite for sparse-times-dense products (sparse_matmul); importing this module registers it.
 
 Each product of a 2-D sparse matrix (CSR and the other compressed layouts trace with no strides) and a dense
-float32 vector or matrix becomes a call to `sparse_spmm`, which the candidate template (sparse_spmm.py.j2)
+vector or matrix of its dtype (float32 or bfloat16) becomes a call to `sparse_spmm`, which the candidate template (sparse_spmm.py.j2)
 defines with one of its storage formats (CSR-scalar, CSR-vector, ELL, SELL-C-sigma, DIA, merge path, or
 cuSPARSE through CuPy). The stand-in below is torch's own product, so the analysis's dry run computes what
 the operator computes.
@@ -17,6 +17,7 @@ from torch import fx
 
 from kernelbot.analysis.rewrites import finish, register, replace_node
 
+DTYPES = (torch.float32, torch.bfloat16)  # the template's kernels read both (and sum in float32)
 FUNCTIONS = {torch.sparse.mm, torch.mm, torch.matmul, operator.matmul, torch.mv, torch.spmm}
 METHODS = {"mm", "matmul", "mv"}
 
@@ -38,19 +39,17 @@ def _meta(node: object) -> Any:
 def _is_sparse_matrix(node: object) -> bool:
     meta = _meta(node)
     # ShapeProp records no strides for a sparse tensor; a dense tensor always has them.
-    return (
-        meta is not None and len(meta.shape) == 2 and tuple(meta.stride) == () and meta.dtype == torch.float32
-    )
+    return meta is not None and len(meta.shape) == 2 and tuple(meta.stride) == () and meta.dtype in DTYPES
 
 
-def _is_dense_operand(node: object, rows: int) -> bool:
+def _is_dense_operand(node: object, matrix: Any) -> bool:
     meta = _meta(node)
     return (
         meta is not None
         and tuple(meta.stride) != ()
-        and meta.dtype == torch.float32
+        and meta.dtype == matrix.dtype
         and len(meta.shape) in (1, 2)
-        and meta.shape[0] == rows
+        and meta.shape[0] == matrix.shape[1]
     )
 
 
@@ -65,7 +64,7 @@ def _operands(node: fx.Node) -> tuple[fx.Node, fx.Node] | None:
     a, x = node.args
     if not isinstance(a, fx.Node) or not isinstance(x, fx.Node) or not _is_sparse_matrix(a):
         return None
-    return (a, x) if _is_dense_operand(x, _meta(a).shape[1]) else None
+    return (a, x) if _is_dense_operand(x, _meta(a)) else None
 
 
 @register("sparse_matmul")

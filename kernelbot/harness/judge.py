@@ -8,7 +8,7 @@ is data: outputs are compared here against a reference computed here, and each t
 this process's own clock around the subject's work (`bound`): a subject that lies about its times gains at
 most the tolerance in TOLERANCE (docs/security.md says what that leaves).
 
-Why one module of ~500 lines: it is the whole of what the subject must not reach, so that an audit of the
+Why one module of ~600 lines: it is the whole of what the subject must not reach, so that an audit of the
 trust boundary reads one file; the parts that need no secrecy (comparison, inputs, timing statistics, the
 link) live in their own modules.
 """
