@@ -195,26 +195,28 @@ def test_each_matrix_class_gets_the_formats_its_structure_suits(rules: dict[str,
 def _decode(fmt: str, plan: dict[str, Any], values: torch.Tensor, m: int, n: int) -> torch.Tensor:
     """The dense matrix a format's plan describes, read the way its kernel reads it (spmm.cu.j2)."""
     out = torch.zeros(m, n)
-    padded = torch.cat([values, values.new_zeros(1)])
+    if "pad" in plan:  # a padded format: each slot's value, padding zero
+        slot_values = values[plan["src"].long()]
+        slot_values[plan["pad"]] = 0
     if fmt in ("csr_scalar", "csr_vector", "csr_rowwarp", "merge_path", "cupyx"):
         crow, col = plan["crow"].tolist(), plan["col"].tolist()
         for r in range(m):
             for p in range(crow[r], crow[r + 1]):
                 out[r, col[p]] += values[p]
     elif fmt == "ell":
-        val = padded[plan["src"]]
+        val = slot_values
         for s in range(plan["width"]):
             for r in range(m):
                 out[r, plan["col"][s * m + r]] += val[s * m + r]
     elif fmt == "sell":
-        val, ptr, width, perm = padded[plan["src"]], plan["slice_ptr"], plan["slice_width"], plan["perm"]
+        val, ptr, width, perm = slot_values, plan["slice_ptr"], plan["slice_width"], plan["perm"]
         for i in range(m):
             s, lane = divmod(i, 32)
             for slot in range(int(width[s])):
                 e = int(ptr[s]) + slot * 32 + lane
                 out[int(perm[i]), plan["col"][e]] += val[e]
     elif fmt == "dia":
-        val = padded[plan["src"]]
+        val = slot_values
         for d, offset in enumerate(plan["offsets"].tolist()):
             for r in range(m):
                 if 0 <= r + offset < n:
@@ -243,6 +245,10 @@ def test_each_formats_plan_decodes_to_the_matrix_on_refreshed_values(tmp_path: P
             continue
         plan = plan_of(a)
         assert torch.equal(_decode(fmt, plan, a.values(), *a.shape), dense.float())
+        if "pad" in plan:  # the values the kernel gets, gathered as every call gathers them
+            expected = a.values()[plan["src"].long()].index_fill_(0, plan["pad"], 0)
+            assert torch.equal(namespace["_gather"](plan, a.values()), expected)
+            assert plan["pad"].numel() == plan["src"].numel() - a.values().numel()
         a.values().copy_(torch.randn(a.values().shape))  # a refresh: new values on the kept pattern
         assert plan_of(a) is plan  # the plan is built once per matrix...
         assert torch.equal(
