@@ -334,7 +334,8 @@ def test_a_sparse_product_is_rewritten_only_when_the_operand_has_the_matrixs_dty
     ):
         gm = fx.symbolic_trace(Product())
         ShapeProp(gm).propagate(_banded(16, 1).to_sparse_csr(), torch.randn(16, 3))
-        for node, dtype in zip([n for n in gm.graph.nodes if n.op == "placeholder"], (a_dtype, x_dtype)):
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for node, dtype in zip(placeholders, (a_dtype, x_dtype), strict=True):
             node.meta["tensor_meta"] = node.meta["tensor_meta"]._replace(dtype=dtype)
         assert (sparse_matmul(gm) is not None) is applied, (a_dtype, x_dtype)
 
