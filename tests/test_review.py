@@ -113,11 +113,16 @@ def test_every_verdict_is_right(reviewed: dict) -> None:
     assert ops["ops/slowed"]["ratio"] > 1.5
     assert ops["ops/sped_up"]["verdict"] == "improvement" and ops["ops/sped_up"]["ratio"] < 0.67
     # An edit that does not change the work: never a change. Under load the interval can be too wide to call
-    # it unchanged ("ambiguous", seen once in a CI run beside other jobs); it still holds 1 then.
+    # it unchanged ("ambiguous", seen once in a CI run beside other jobs); it still holds 1 then. Called
+    # unchanged, its interval is inside the threshold, not necessarily around 1 (the edited code may differ
+    # by a real 1%: seen, 0.96-0.995, on a loaded machine).
     edited = ops["ops/edited"]
     assert edited["change"] == "modified" and edited["verdict"] in ("no_change", "ambiguous"), edited
     low, high = edited["ratio_ci99"]
-    assert low <= 1.0 <= high, edited
+    if edited["verdict"] == "ambiguous":
+        assert low <= 1.0 <= high, edited
+    else:
+        assert 1 - edited["threshold"] <= low <= high <= 1 + edited["threshold"], edited  # stats._judged
     assert (
         ops["ops/cosmetic"]["change"] == "cosmetic" and ops["ops/cosmetic"]["head"] is None
     )  # not re-measured

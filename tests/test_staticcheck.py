@@ -376,6 +376,18 @@ BYPASSES = [
     ("concurrency", "uses os.fork", "import os\nif os.fork() == 0:\n    os.setsid()\n    os.fork()\n"),
     ("concurrency", "uses os.register_at_fork", "import os\nos.register_at_fork(after_in_child=f)\n"),
     ("concurrency", "native code starts threads or processes", "src = 'if (vfork() == 0) execvp(a, b);'\n"),
+    # a mode or kernel that runs in the harness's own torch calls (tests/adversarial/trust/lazy_*.py)
+    ("tensor-subclass", "spells '__torch_function__'", "setattr(M, '__torch_' + 'function__', h)\n"),
+    (
+        "tensor-subclass",
+        "uses torch._C._push_on_torch_function_stack",
+        "import torch\ntorch._C._push_on_torch_function_stack(M())\n",
+    ),
+    (
+        "tensor-subclass",
+        "uses torch._C._dispatch_library",
+        "from torch import _C\nlib = _C._dispatch_library('IMPL', 'aten', '', '', 0)\n",
+    ),
 ]
 
 

@@ -231,6 +231,54 @@ def test_work_done_outside_the_timed_calls_earns_nothing(attack: str, tmp_path: 
         assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
+@pytest.mark.parametrize(
+    ("attack", "caught"),
+    [
+        ("lazy_mode", "left 1 torch function mode(s) active"),
+        ("lazy_kernel", "registered kernels for aten::detach@CPU"),
+        ("lazy_list", None),  # nothing to catch: its __iter__ is never called, so its outputs stay empty
+    ],
+)
+def test_outputs_computed_when_the_harness_copies_them_earn_nothing(
+    attack: str, caught: str | None, tmp_path: Path
+) -> None:
+    """Each returns empty memory and computes the product in harness code that reads the output (a mode on
+    torch's stack, a kernel registered for aten::detach, a container's __iter__), out of every timed window.
+    The first was reward 3 ('32x faster') through `kernelbot check` with the static check on."""
+    ev = _attack(attack, tmp_path)
+    assert reward(ev, None, None) == -1
+    if caught is not None:
+        assert ev.status == "rejected" and caught in ev.reason, ev.reason
+    else:
+        assert ev.status == "incorrect", ev.reason
+
+
+def test_a_slowed_calibration_does_not_let_the_margin_cover_a_whole_sample(tmp_path: Path) -> None:
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("short_samples", tmp_path, CHECK_CALLS=2 * SETTINGS.seeds)
+    assert honest.ok and honest.timing is not None and honest.timing.calls_per_sample > 1
+    assert ev.ok and ev.timing is not None, ev.reason  # nothing it does is refused: the clock must hold
+    assert "the judge chose" in (ev.timing.sample_note or ""), ev.timing
+    assert ev.timing.calls_per_sample > 1 and ev.timing.median_ms > 0.5 * honest.timing.median_ms
+
+
+def test_short_samples_at_calls_fixed_beforehand_count_the_judges_clock(tmp_path: Path) -> None:
+    """The same forgery where the calls a sample were fixed before the batch (a later round of a side-by-side
+    timing, the other side of a pair): the judge cannot choose them, so it counts its own time."""
+    from kernelbot.harness.evaluate import Handle
+
+    source = (TRUST / "short_samples.py").read_text().replace("CHECK_CALLS = 0", "CHECK_CALLS = -5")
+    (tmp_path / "forged.py").write_text(source)  # forges from its first call: no check here
+    times = {}
+    for name, path in (("honest", HONEST / "matmul_plain.py"), ("forged", tmp_path / "forged.py")):
+        with Handle(MATMUL, "candidate", SETTINGS, candidate=str(path), static_check=False) as handle:
+            handle.calls = 1
+            answer = handle.time_batch(10, 10, 0.3)
+            assert answer is not None and answer["calls_per_sample"] == 1, handle.failure
+            times[name] = sorted(answer["times_ms"])[5]
+    assert times["forged"] > 0.5 * times["honest"], times
+
+
 def test_a_log_flood_is_cut_off_at_the_file_size_cap(tmp_path: Path) -> None:
     ev = _attack("log_flood", tmp_path)
     # The write past the cap fails (EFBIG) inside the sandbox; nothing it printed passes for a verdict.
@@ -295,6 +343,34 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     assert done.stdout.split() == ["compiled", "hidden", "ro"], done.stderr
+
+
+def test_the_sandboxs_tmp_is_capped_and_the_rest_of_its_root_is_read_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A private /tmp is memory the address-space limit does not count (an attacker held 1.4 GB there under a
+    1 GB limit); the root bwrap builds its mounts on is memory too."""
+    script = (
+        "dd if=/dev/zero of=/tmp/fill bs=1M count=8 2>/dev/null || echo full; "
+        "echo x > /written 2>/dev/null || echo root-ro; mkdir /work-here 2>/dev/null || echo root-ro"
+    )
+    cmd = jail.bwrap_command(["/bin/sh", "-c", script], readable=[], writable=[], env=jail.environment({}),
+                             tmp_bytes=1 << 20)  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout.split() == ["full", "root-ro", "root-ro"], done.stderr
+    # The CPU's memory limit is the cap every evaluation's two processes get.
+    seen: list[int | None] = []
+    real = jail.bwrap_command
+    monkeypatch.setattr(
+        jail, "bwrap_command", lambda *a, **kw: seen.append(kw.get("tmp_bytes")) or real(*a, **kw)
+    )
+    ev = evaluate(
+        MATMUL,
+        "candidate",
+        replace(SETTINGS, memory_limit_mb=3000),
+        candidate=str(HONEST / "matmul_plain.py"),
+    )
+    assert ev.ok and seen and set(seen) == {3000 << 20}, (ev.reason, seen)
 
 
 def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:

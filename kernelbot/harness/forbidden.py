@@ -86,6 +86,12 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "torch.utils._python_dispatch",
             "torch._C._disabled_torch_function_impl",
             "torch.utils._pytree.register_pytree_node",
+            # A mode pushed on torch's stacks runs on every torch call after it, the harness's own included,
+            # and a kernel registered with the dispatcher replaces an operator for every caller.
+            "torch._C._push_on_torch_function_stack",
+            "torch._C._push_on_torch_dispatch_stack",
+            "torch._C._set_dispatch_mode",
+            "torch._C._dispatch_library",
         ),
         "a tensor subclass or dispatch hook can defer or fake the computation the harness checks",
     ),
@@ -288,6 +294,7 @@ FORBIDDEN_STRINGS: dict[str, str] = {
         "concurrency",
     ),
     **dict.fromkeys(("socket", "_socket"), "network"),
+    **dict.fromkeys(("__torch_function__", "__torch_dispatch__"), "tensor-subclass"),  # setattr(cls, ...)
     **dict.fromkeys(
         ("__import__", "__loader__", "import_module", "importlib", "_frozen_importlib", "_imp", "builtins"),
         "dynamic-code",

@@ -131,19 +131,33 @@ def _hide_git(root: Path) -> list[str]:
     return []
 
 
+@functools.cache
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap takes --size for a tmpfs (0.7 and later; Debian 12 ships 0.8)."""
+    done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, check=False)
+    return "--size" in done.stdout + done.stderr
+
+
 def bwrap_command(
     argv: list[str],
     *,
     readable: Iterable[Path],
     writable: Iterable[Path],
     env: dict[str, str],
+    tmp_bytes: int | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs `argv` jailed; `readable` paths bind read-only, `writable` read-write."""
+    """The bwrap command line that runs `argv` jailed; `readable` paths bind read-only, `writable` read-write.
+
+    `tmp_bytes` caps the private /tmp: a tmpfs is memory the address-space limit does not count, so without
+    a cap a subject could hold half the host's memory there (the kernel's default size)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise JailUnavailable("bubblewrap (bwrap) is not installed")
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    if tmp_bytes is not None and _sizes_tmpfs(bwrap):
+        cmd += ["--size", str(tmp_bytes)]
+    cmd += ["--tmpfs", "/tmp"]
     for node in _gpu_nodes():
         cmd += ["--dev-bind", node, node]
     system = [p for p in _SYSTEM if os.path.exists(p)] + [
@@ -162,7 +176,9 @@ def bwrap_command(
     for path in writable:
         path.mkdir(parents=True, exist_ok=True)
         cmd += ["--bind", str(path), str(path)]
-    cmd += ["--clearenv", "--chdir", "/tmp"]
+    # The root bwrap builds the mounts on is a tmpfs too: read-only once they are made, so /tmp and the
+    # writable caches are the only places a subject can write (and hold memory in).
+    cmd += ["--remount-ro", "/", "--clearenv", "--chdir", "/tmp"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", *argv]

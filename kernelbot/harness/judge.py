@@ -60,6 +60,9 @@ GROSS = {"cuda": (4.0, 2.0), "cpu": (2.0, 1.0)}
 # A refresh (or the arm step) may take this much longer than its own floor before the excess is charged.
 PREP_TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.5, 0.3)}
 FLOOR_SAMPLES = 9
+# A batch whose samples, by the judge's clock, are shorter than this share of the calibration's target is
+# taken again with calls the judge chooses (Judge.time).
+SHORT_SAMPLE = 0.5
 REFRESH_EVERY = 16  # the judge's own refresh, past the first FLOOR_SAMPLES samples (see Judge.time)
 # What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
 # finds its faults itself, so a subject that claims one is a candidate blaming the operator.
@@ -378,6 +381,27 @@ class Judge:
                 )
 
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """A timing batch. The subject chooses its calls per sample by its own calibration, which it can slow
+        down on purpose: samples far shorter than the calibration's target (by this process's clock) would let
+        the tolerance's margin, a fixed time a sample, cover all of a sample's work (an attacker's claim of
+        ~0 passed so). Such a batch is taken again with calls this process chooses from its own clock; where the
+        calls were fixed beforehand (a later round, the other side of a pair), its samples count this
+        process's time instead (_time)."""
+        timed = self._time(cmd)
+        target_ms = timing.TARGET_SAMPLE_S[self.device] * 1e3
+        calls, judged_ms = timed["calls_per_sample"], timed.pop("judged_sample_ms")
+        if cmd.get("calls") or judged_ms >= SHORT_SAMPLE * target_ms or calls >= timing.MAX_CALLS_PER_SAMPLE:
+            return timed
+        chosen = min(timing.MAX_CALLS_PER_SAMPLE, math.ceil(calls * target_ms / max(judged_ms, 1e-3)))
+        again = self._time({**cmd, "calls": chosen})
+        again.pop("judged_sample_ms")
+        said = (
+            f"the judge chose {chosen} calls a sample (the subject's {calls} made {judged_ms:.3f} ms samples)"
+        )
+        again["sample_note"] = "; ".join(n for n in (again.get("sample_note"), said) if n)
+        return again
+
+    def _time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         assert self.op is not None and self.timer is not None
         case = self.op.cases[0]
         seed = int(cmd.get("seed", 1_000_003))
@@ -489,6 +513,14 @@ class Judge:
             self._recheck(given)  # the inputs the last sample's calls were given
         clocks = [s.clock for s in samples.kept]
         counted = bound(clocks, TOLERANCE[self.device], GROSS[self.device])
+        judged_ms = _median([c + o for c, o, _ in clocks])  # a sample by this process's clock
+        if (
+            judged_ms < SHORT_SAMPLE * timing.TARGET_SAMPLE_S[self.device] * 1e3
+            and calls < timing.MAX_CALLS_PER_SAMPLE
+        ):
+            # Samples this short at calls fixed beforehand (a subject fast now, slow when they were chosen):
+            # the margin could cover a whole sample, so each counts this process's time.
+            counted = [max(ms, c + o + e) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
         return {
             "times_ms": [ms / calls for ms in counted],
             "debug": [clocks, self.go_floor_ms],
@@ -500,6 +532,7 @@ class Judge:
             "l2_flush": self.device == "cuda",
             "l2_persist_reset": self.device == "cuda" and self.timer.prepare_sample(),
             "wall_bound": sum(ms > c * 1.001 for ms, (c, _, _) in zip(counted, clocks, strict=True)),
+            "judged_sample_ms": judged_ms,
         }
 
     def _refresh(self, sets: list[list[Any]], masters: list[list[Any]], seed: int) -> float:

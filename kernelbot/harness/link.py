@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import json
 import math
 import mmap
@@ -101,15 +102,27 @@ class Outgoing:
 def describe(output: Any, into: Outgoing) -> list[Any]:
     """An output as a list of item descriptions; the exact tensors among it go into `into` (anything else
     is named by its type, as the comparison's rule on output types wants)."""
-    items = list(output) if isinstance(output, tuple | list) else [output]
-    described: list[Any] = []
-    for item in items:
-        if type(item) is _tensor_type:
-            described.append({"dtype": str(item.dtype).removeprefix("torch."), "shape": list(item.shape)})
-            into.add(item)
-        else:
-            described.append({"type": f"{type(item).__module__}.{type(item).__qualname__}"})
-    return [isinstance(output, tuple | list), described]
+    # No code of the subject's may run while its outputs are copied, or it could compute them only now, out
+    # of every timed window: a container is read through tuple's or list's own iterator (never a subclass's
+    # __iter__), its type is asked with type() (never __class__), and the cyclic collector, which could call a
+    # finalizer of the subject's at any allocation, waits. (Modes and registered kernels: guards.Integrity.)
+    kind = type(output)
+    sequence = tuple if issubclass(kind, tuple) else list if issubclass(kind, list) else None
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        items = list(sequence.__iter__(output)) if sequence is not None else [output]
+        described: list[Any] = []
+        for item in items:
+            if type(item) is _tensor_type:
+                described.append({"dtype": str(item.dtype).removeprefix("torch."), "shape": list(item.shape)})
+                into.add(item)
+            else:
+                described.append({"type": f"{type(item).__module__}.{type(item).__qualname__}"})
+    finally:
+        if collecting:
+            gc.enable()
+    return [sequence is not None, described]
 
 
 def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> None:

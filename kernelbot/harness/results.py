@@ -36,7 +36,8 @@ class Timing:
     # GPU samples that counted their wall time, not just the timed stream's event time (timing.counted_ms)
     wall_bound: int = 0
     sample_mode: str = "calls"  # "graph": each sample one replay of a CUDA graph of its calls; "calls": plain
-    sample_note: str | None = None  # why a graph was asked for and not used
+    # why a graph was asked for and not used; that the judge chose the calls a sample (judge.Judge.time)
+    sample_note: str | None = None
 
     @classmethod
     def from_samples(cls, raw: list[float], calls: int, stopped_by: str, **extra: Any) -> Timing:

@@ -75,7 +75,10 @@ def launch(
     """Start `argv` (untrusted code) in the OS sandbox of `mode` (jail.py), in a process group of its own."""
     jail.require(mode)
     if mode == "bwrap":
-        argv = jail.bwrap_command(argv, readable=readable, writable=writable, env=env)
+        # /tmp (memory too) is held to the address-space limit where there is one (the CPU).
+        argv = jail.bwrap_command(
+            argv, readable=readable, writable=writable, env=env, tmp_bytes=memory_limit_bytes
+        )
 
     def preexec() -> None:
         # Killed when the run dies, however it dies (bubblewrap does the same again for its child).
