@@ -54,6 +54,34 @@ def test_honest_candidate_passes_with_reward_at_least_one(repo: Path) -> None:
     assert set(cand["timing"]) >= {"median_ms", "mean_ms", "std_ms", "samples", "ci95_ms"}
 
 
+def test_a_check_reward_comes_from_timing_side_by_side(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unchanged copy of the operator against an eager timing taken at a slow moment (here: made 3x
+    slower than measured) claims reward 2; timed in the same rounds as a live eager it keeps 1. (An attacker
+    helper saw an identical candidate get reward 2 from `check`'s separate timings alone.)"""
+    import kernelbot.pipeline.check as check_module
+
+    real = check_module.evaluate
+
+    def slow_moment(job: Any, subject: str, *args: Any, **kwargs: Any) -> Any:
+        ev = real(job, subject, *args, **kwargs)
+        if subject == "operator" and ev.timing is not None:
+            ev.timing.median_ms *= 3
+        return ev
+
+    monkeypatch.setattr(check_module, "evaluate", slow_moment)
+    (repo / "cand" / "copy.py").write_text(LINEAR_RELU.replace("class Model(", "class ModelNew("))
+    args = ["check", "ops/lin.py", "--candidate", "cand/copy.py", "--device", "cpu", "--no-compile"]
+    code, data = run_json(args, repo)
+    cand = data["candidate"]
+    assert code == 0 and cand["claimed_reward"] == 2 and cand["reward"] == 1, cand
+    evidence = cand["side_by_side"]
+    assert evidence is not None and evidence["rounds"] >= 8, cand
+    assert 0.8 < cand["speedup_vs_eager"] == evidence["speedup_vs_eager"] < 1.25, evidence
+    assert "timed side by side in" in capsys.readouterr().err
+
+
 def test_wrong_candidate_exits_one_and_says_where(repo: Path) -> None:
     code, data = run_json(
         ["check", "ops/lin.py", "--candidate", "cand/bad.py", "--device", "cpu", "--no-compile"], repo

@@ -69,6 +69,19 @@ def render(report: CheckReport) -> None:
         console.err.print(
             f"reward: [bold]{report.reward}[/bold] (-1 wrong, 1 correct, 2 >5% faster than eager, 3 also than torch.compile)"
         )
+        sbs = report.side_by_side
+        if sbs is not None:
+            vs = [
+                f"{sbs[f'speedup_vs_{b}']:.2f}× {name} (99% CI {lo:.2f}–{hi:.2f})"
+                for b, name in (("eager", "eager"), ("compile", "torch.compile"))
+                if f"speedup_vs_{b}" in sbs
+                for lo, hi in [sbs[f"speedup_vs_{b}_ci99"]]
+            ]
+            console.err.print(f"timed side by side in {sbs['rounds']} rounds: {', '.join(vs)}")
+        elif report.claimed_reward != report.reward and report.candidate.ok:
+            console.err.print(
+                f"(reward {report.claimed_reward} on the separate timings; the side-by-side rounds could not finish)"
+            )
 
 
 def run(args: argparse.Namespace) -> int:

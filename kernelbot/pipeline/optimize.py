@@ -14,15 +14,14 @@ from kernelbot.analysis.analyze import analyze_operator
 from kernelbot.config import Config, PrecisionPolicy
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
-from kernelbot.harness.evaluate import OUT_OF_TIME, Handle, Settings, evaluate
+from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate
 from kernelbot.harness.results import reward, speedup
 from kernelbot.pipeline import baselines
 from kernelbot.pipeline.check import check_operator, settings_for
-from kernelbot.pipeline.measure import side_by_side
+from kernelbot.pipeline.confirm import confirm_once
 from kernelbot.pipeline.results import CandidateResult, CheckReport, OptimizeResult
 from kernelbot.render import render
 from kernelbot.spec import OperatorSpec
-from kernelbot.stats import compare
 
 Progress = Callable[[str], None]
 ANALYSIS_TIMEOUT_S = 120.0
@@ -30,62 +29,7 @@ ANALYSIS_TIMEOUT_S = 120.0
 # for rules that compile, and the work asked of it at WORK_FACTOR times the operator's eager speed. A hung
 # candidate of a 10 ms operator is stopped in about a minute, not at harness.timeout_s (300 s by default).
 START_S, COMPILE_S, WORK_FACTOR = 45.0, 240.0, 20.0
-REWARD_MARGIN = 0.05  # rewards 2 and 3: more than 5% faster
 CONFIRM_AT_MOST = 2  # candidates timed side by side, each as it is found; the rest are reported as 1
-
-
-class SideBySide:
-    """Live, checked sandboxes of eager and torch.compile, kept for the run, against which each candidate that
-    earned 2 or 3 on the cached baselines is timed in the same rounds (the cached baselines were timed at
-    other moments: on a CPU, eager of one operator measured 227 us and then 137 us)."""
-
-    def __init__(self, check: CheckReport, job: dict[str, Any], limits: Settings, with_compile: bool) -> None:
-        self.job, self.limits = job, limits
-        self.baselines: dict[str, Handle] = {}
-        subjects = {"eager": check.eager.subject}
-        if with_compile and check.compiled is not None and check.compiled.ok:
-            subjects["compile"] = "compile"
-        for name, subject in subjects.items():  # checked once already in this run (check_operator)
-            self.baselines[name] = Handle(job, subject, limits)
-
-    def confirm(self, candidate: CandidateResult) -> None:
-        """The candidate's reward and speedups again, from rounds shared with the baselines."""
-        if any(h.failure is not None for h in self.baselines.values()):
-            return  # a baseline that broke meanwhile: the candidate stays unconfirmed (reward 1)
-        began = time.monotonic()
-        job = job_at_precision(self.job, cast(Precision, candidate.precision))
-        with Handle(job, "candidate", self.limits, candidate=candidate.source_path) as handle:
-            if handle.failure is None:
-                handle.check()
-            if handle.failure is not None:  # it passed once and not now: wrong on these fresh inputs
-                candidate.evaluation, candidate.reward = handle.failure, -1
-                return
-            for baseline in self.baselines.values():
-                baseline.calls = None  # the candidate's rounds choose their own calls per sample
-            batches = side_by_side({**self.baselines, "candidate": handle}, self.limits)
-        if batches is None:
-            return
-        evidence: dict[str, Any] = {
-            "rounds": len(batches["candidate"]),
-            "wall_s": round(time.monotonic() - began, 2),
-        }
-        beats = {}
-        for base, times in batches.items():
-            if base != "candidate":
-                c = compare(times, batches["candidate"], threshold=1 - 1 / (1 + REWARD_MARGIN))
-                evidence[f"speedup_vs_{base}"] = 1 / c.ratio
-                evidence[f"speedup_vs_{base}_ci99"] = [1 / c.ratio_ci99[1], 1 / c.ratio_ci99[0]]
-                beats[base] = c.verdict == "improvement" and c.ratio < 1 / (1 + REWARD_MARGIN)
-        candidate.side_by_side = evidence
-        candidate.speedup_vs_eager = evidence["speedup_vs_eager"]
-        candidate.speedup_vs_compile = evidence.get("speedup_vs_compile", candidate.speedup_vs_compile)
-        # A torch.compile baseline that failed cannot be beaten, only skipped: level 2 (results.reward). One
-        # left out of the rounds (no candidate was near reward 3) caps the reward at what was asked: 2.
-        candidate.reward = 1 if not beats["eager"] else 3 if beats.get("compile") else 2
-
-    def close(self) -> None:
-        for handle in self.baselines.values():
-            handle.close()
 
 
 def candidate_timeout(settings: Settings, eager_ms: float | None, origin: str) -> float:
@@ -108,12 +52,17 @@ def _worth_confirming(newest: CandidateResult, timed: list[CandidateResult]) -> 
 def _confirm(candidate: CandidateResult, check: CheckReport, job: dict[str, Any], limits: Settings) -> None:
     """Time one candidate in rounds shared with live baselines (where that cannot finish, the run's end
     lowers its reward to 1)."""
-    # torch.compile joins the rounds only where a reward of 3 is at stake (it is slow to build).
-    rounds = SideBySide(check, job, limits, with_compile=candidate.reward == 3)
-    try:
-        rounds.confirm(candidate)
-    finally:
-        rounds.close()
+    job = job_at_precision(job, cast(Precision, candidate.precision))
+    confirmed = confirm_once(check, job, limits, candidate.source_path, candidate.reward)
+    if confirmed is None:
+        return
+    if confirmed.failure is not None:
+        candidate.evaluation, candidate.reward = confirmed.failure, -1
+        return
+    candidate.side_by_side = confirmed.evidence
+    candidate.speedup_vs_eager = confirmed.evidence["speedup_vs_eager"]
+    candidate.speedup_vs_compile = confirmed.evidence.get("speedup_vs_compile", candidate.speedup_vs_compile)
+    candidate.reward = confirmed.reward
 
 
 def _slug(text: str) -> str:

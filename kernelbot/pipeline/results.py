@@ -45,10 +45,27 @@ class CheckReport:
     compiled: Evaluation | None  # torch.compile of the reference, None when skipped
     candidate: Evaluation | None = None
     candidate_path: str | None = None
+    # A reward of 2 or 3 on the separate timings above is timed again side by side (pipeline/confirm.py):
+    # the reward that holds (1 where those rounds could not finish) and their evidence.
+    confirmed_reward: int | None = None
+    side_by_side: dict[str, Any] | None = None
+
+    @property
+    def claimed_reward(self) -> int | None:
+        """The reward on the separate timings (the baselines' from other moments)."""
+        return None if self.candidate is None else reward(self.candidate, self.eager, self.compiled)
 
     @property
     def reward(self) -> int | None:
-        return None if self.candidate is None else reward(self.candidate, self.eager, self.compiled)
+        return self.confirmed_reward if self.confirmed_reward is not None else self.claimed_reward
+
+    def speedups(self) -> tuple[float | None, float | None]:
+        """The candidate's speedups over eager and torch.compile: side by side where it was so timed."""
+        if self.side_by_side is not None:
+            return self.side_by_side["speedup_vs_eager"], self.side_by_side.get("speedup_vs_compile")
+        if self.candidate is None:
+            return None, None
+        return speedup(self.eager, self.candidate), speedup(self.compiled, self.candidate)
 
     def to_json(self) -> dict[str, Any]:
         def timing(ev: Evaluation | None) -> dict[str, Any] | None:
@@ -64,12 +81,15 @@ class CheckReport:
             "baselines": {"eager": timing(self.eager), "compile": timing(self.compiled)},
         }
         if self.candidate is not None:
+            vs_eager, vs_compile = self.speedups()
             data["candidate"] = {
                 **self.candidate.public(),
                 "source_path": self.candidate_path,
-                "speedup_vs_eager": speedup(self.eager, self.candidate),
-                "speedup_vs_compile": speedup(self.compiled, self.candidate),
+                "speedup_vs_eager": vs_eager,
+                "speedup_vs_compile": vs_compile,
                 "reward": self.reward,
+                "claimed_reward": self.claimed_reward,
+                "side_by_side": self.side_by_side,
             }
         return data
 
@@ -90,6 +110,10 @@ class CheckReport:
             compiled=_evaluation("compile", baselines.get("compile")),
             candidate=_evaluation("candidate", candidate),
             candidate_path=None if candidate is None else candidate.get("source_path"),
+            confirmed_reward=None
+            if candidate is None or "claimed_reward" not in candidate
+            else candidate["reward"],
+            side_by_side=None if candidate is None else candidate.get("side_by_side"),
         )
 
 
