@@ -2,7 +2,7 @@
 against cuSPARSE and timed, the format the search agent's rules would choose, and the bandwidth each reaches.
 
     PYTHONPATH=. python3 -m benchmarks.sparse --out DIR [--device cuda] [--quick] [--budget-s S]
-        [--dtype float32|bfloat16] [--allow-bf16]
+        [--dtype float32|bfloat16]
 
 The set: six matrix classes (diagonal, banded, block-sparse, uniform random with short and with long rows,
 power-law rows), each at two sizes (about 1M nonzeros, whose CSR arrays stay in an H200's 60 MB L2, and
@@ -17,9 +17,8 @@ Bandwidth: the CSR floor moves 8 bytes a nonzero (int32 column, float32 value) p
 and the row's reads of the operand and writes of the output (4 + 8k bytes for k columns; 8 + 12/(nnz per row)
 bytes a nonzero for SpMV); achieved = floor bytes / time, set against the device's measured copy bandwidth.
 `--dtype bfloat16` makes every matrix and operand bfloat16 (the kernels read them as they are and sum in
-float32; cuSPARSE through CuPy has no bfloat16 and is not applicable). `--allow-bf16` is the precision policy
-that lets the rules which gather a float32 matrix's values as bfloat16 match; every rule is verified either
-way, each at its precision's tolerance. Writes DIR/results.json and DIR/results.md.
+float32; cuSPARSE through CuPy has no bfloat16 and is not applicable). Every rule is verified at its
+precision's tolerance. Writes DIR/results.json and DIR/results.md.
 """
 
 from __future__ import annotations
@@ -336,9 +335,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small matrices (a CPU check of the script)")
     parser.add_argument("--budget-s", type=float, default=1.5, help="timing budget per subject")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    parser.add_argument(
-        "--allow-bf16", action="store_true", help="the precision policy lets bf16 rules match"
-    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment(args.device)
@@ -346,9 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     rules = sparse_rules()
     rows: list[Row] = []
     began = time.monotonic()
-    policy = {"allow_bf16": args.allow_bf16}
     for p in problem_set(args.device, quick=args.quick, dtype=getattr(torch, args.dtype)):
-        rows += run_problem(p, rules, timer, args.budget_s, policy)
+        rows += run_problem(p, rules, timer, args.budget_s)
         print(f"{p.name}: {time.monotonic() - began:.0f} s", flush=True)
     summary = summarize(rows)
     peak = copy_gbps(args.device)

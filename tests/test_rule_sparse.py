@@ -275,12 +275,11 @@ def test_the_candidate_refuses_what_it_was_not_built_for_in_one_line(
         namespace["_plan"](_banded(16, 1).double().to_sparse_csr())
 
 
-# The `#define`s the candidate puts before its source for a float32 matrix and operand, a bfloat16 pair, and
-# a float32 operator whose values a bf16 rule gathers as bfloat16 (sparse_spmm.py.j2's `defines`).
+# The `#define`s the candidate puts before its source for a float32 matrix and operand, and for a bfloat16
+# pair (sparse_spmm.py.j2's `defines`).
 ELEMENTS = {
     "float32": "#define VAL_T float\n#define X_T float\n",
     "bfloat16": "#define VAL_T unsigned short\n#define X_T unsigned short\n",
-    "bf16-values": "#define VAL_T unsigned short\n#define X_T float\n",
 }
 
 
@@ -340,25 +339,13 @@ def test_a_sparse_product_is_rewritten_only_when_the_operand_has_the_matrixs_dty
         assert (sparse_matmul(gm) is not None) is applied, (a_dtype, x_dtype)
 
 
-def test_bf16_value_rules_need_the_policy_and_render_values_as_bfloat16(
-    tmp_path: Path, rules: dict[str, Rule]
-) -> None:
+def test_a_bfloat16_operator_gets_the_kernels_that_read_it_and_not_cupyx(rules: dict[str, Rule]) -> None:
     banded = {
         "sparse": {**features(_banded(512, 2).to_sparse_csr()), "rhs_cols": 1},
         "traceable": True,
-        "input_dtypes": ["float32"],
+        "input_dtypes": ["bfloat16"],
         "rewrites": {"sparse_matmul": {"applied": True}},
     }
-    assert rules["sparse-dia-bf16"].matches(banded, "cuda", "kernelbench", {}) == (
-        "bf16 not allowed by the precision policy"
-    )
-    assert rules["sparse-dia-bf16"].matches(banded, "cuda", "kernelbench", {"allow_bf16": True}) is None
-    assert rules["sparse-ell-bf16"].matches(banded, "cuda", "kernelbench", {"allow_bf16": True}) is None
-    # a bfloat16 operator already is: the exact rules read it as it is, the value rules have nothing to do
-    as_bf16 = banded | {"input_dtypes": ["bfloat16"]}
-    assert rules["sparse-dia"].matches(as_bf16, "cuda", "kernelbench", {}) is None
-    assert rules["sparse-dia-bf16"].matches(as_bf16, "cuda", "kernelbench", {"allow_bf16": True}) is not None
-    assert rules["sparse-cusparse-cupyx"].matches(as_bf16, "cuda", "kernelbench", {}) is not None
-    facts = _facts(tmp_path, SPMV)
-    assert '_VALUES = "bf16"\n' in _render(rules["sparse-dia-bf16"], SPMV, facts)
-    assert '_VALUES = "as_given"\n' in _render(rules["sparse-dia"], SPMV, facts)
+    assert rules["sparse-dia"].matches(banded, "cuda", "kernelbench", {}) is None
+    assert rules["sparse-ell"].matches(banded, "cuda", "kernelbench", {}) is None
+    assert rules["sparse-cusparse-cupyx"].matches(banded, "cuda", "kernelbench", {}) is not None  # no bf16

@@ -237,6 +237,10 @@ def test_work_done_outside_the_timed_calls_earns_nothing(attack: str, tmp_path: 
         ("lazy_mode", "left 1 torch function mode(s) active"),
         ("lazy_kernel", "registered kernels for aten::detach@CPU"),
         ("lazy_list", None),  # nothing to catch: its __iter__ is never called, so its outputs stay empty
+        # Bytes are read by address before the guard looks, and the guard then finds the hook.
+        ("lazy_method", "torch.Tensor.contiguous was added over its base's"),
+        ("lazy_guard", None),  # an unwatched class: its hook runs after the copy, the outputs stay empty
+        ("lazy_metaclass", None),  # its type is named through type's own descriptors: never computed
     ],
 )
 def test_outputs_computed_when_the_harness_copies_them_earn_nothing(
@@ -250,7 +254,7 @@ def test_outputs_computed_when_the_harness_copies_them_earn_nothing(
     if caught is not None:
         assert ev.status == "rejected" and caught in ev.reason, ev.reason
     else:
-        assert ev.status == "incorrect", ev.reason
+        assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
 def test_a_slowed_calibration_does_not_let_the_margin_cover_a_whole_sample(tmp_path: Path) -> None:
@@ -352,12 +356,14 @@ def test_the_sandboxs_tmp_is_capped_and_the_rest_of_its_root_is_read_only(
     1 GB limit); the root bwrap builds its mounts on is memory too."""
     script = (
         "dd if=/dev/zero of=/tmp/fill bs=1M count=8 2>/dev/null || echo full; "
-        "echo x > /written 2>/dev/null || echo root-ro; mkdir /work-here 2>/dev/null || echo root-ro"
+        "echo x > /written 2>/dev/null || echo root-ro; mkdir /work-here 2>/dev/null || echo root-ro; "
+        "dd if=/dev/zero of=/dev/fill bs=1M count=8 2>/dev/null || echo dev-ro; "
+        "dd if=/dev/zero of=/dev/shm/fill bs=1M count=80 2>/dev/null || echo shm-full; echo x > /dev/null"
     )
     cmd = jail.bwrap_command(["/bin/sh", "-c", script], readable=[], writable=[], env=jail.environment({}),
                              tmp_bytes=1 << 20)  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
-    assert done.stdout.split() == ["full", "root-ro", "root-ro"], done.stderr
+    assert done.stdout.split() == ["full", "root-ro", "root-ro", "dev-ro", "shm-full"], done.stderr
     # The CPU's memory limit is the cap every evaluation's two processes get.
     seen: list[int | None] = []
     real = jail.bwrap_command

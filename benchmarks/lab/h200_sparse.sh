@@ -5,8 +5,8 @@
 #   2. python -m benchmarks.sparse: every format on the generated set, verified against cuSPARSE and timed;
 #   3. kernelbot optimize --agent search on the operators of benchmarks/sparse_ops/ (benchmarks.suite), the
 #      sparse rules chosen by the analysis's features and every candidate checked by the harness.
-#   4. with BF16_S set (seconds each): the set again in bfloat16 (--dtype bfloat16), and in float32 with the
-#      bf16-value rules allowed (--allow-bf16): the bfloat16 paths of the kernels, never run on a GPU before.
+#   4. with BF16_S set (seconds): the set again in bfloat16 (--dtype bfloat16), the kernels' bfloat16 path,
+#      never run on a GPU before.
 # Stage times: SPARSE_S (330), OPS_S (200), OPS_TIME (--time per operator, 50), BF16_S (0: skipped).
 set -u
 : "${OUT:?set OUT to the folder for results}"
@@ -23,8 +23,6 @@ echo "kernels: rc $?"; tail -40 "$OUT/kernels.log"
 if [ "${BF16_S:-0}" -gt 0 ]; then
     timeout -k 5 "$BF16_S" python3 -m benchmarks.sparse --dtype bfloat16 --out "$OUT/kernels_bf16" >"$OUT/kernels_bf16.log" 2>&1
     echo "kernels bf16: rc $?"; tail -30 "$OUT/kernels_bf16.log"
-    timeout -k 5 "$BF16_S" python3 -m benchmarks.sparse --allow-bf16 --out "$OUT/kernels_bf16_values" >"$OUT/kernels_bf16_values.log" 2>&1
-    echo "kernels bf16 values: rc $?"; tail -30 "$OUT/kernels_bf16_values.log"
 fi
 timeout -k 5 "${OPS_S:-200}" python3 -m benchmarks.suite table --set benchmarks/sparse_ops --device cuda \
     --out "$OUT/ops" --time "${OPS_TIME:-50}" --stop-after "${OPS_S:-200}" >"$OUT/ops.log" 2>&1

@@ -14,7 +14,9 @@ import torch
 import torch.library
 import torch.nn.functional
 
-from kernelbot.harness import compare, protocol, timing
+from kernelbot.harness import compare, link, protocol, timing
+
+_threads = threading.enumerate  # bound before any subject code runs: the guard's own calls are not its
 
 
 def _watched() -> dict[str, Callable[[], Any]]:
@@ -61,6 +63,7 @@ def _namespaces() -> dict[str, Any]:
         "kernelbot.harness.timing": timing,
         "kernelbot.harness.timing.Timer": timing.Timer,
         "kernelbot.harness.protocol": protocol,
+        "kernelbot.harness.link": link,
         "kernelbot.harness.guards": sys.modules[__name__],
         "kernelbot.harness.guards.Integrity": Integrity,
     }
@@ -70,6 +73,7 @@ def _namespaces() -> dict[str, Any]:
     return spaces
 
 
+_HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__del__"})
 # Replaced by torch itself when torch.compile first runs (dynamo's mutation guard); construction and
 # unpickling are over for the reference before the candidate is imported, so they cannot change its result.
 _MAY_CHANGE = frozenset({"torch.nn.Module.__init__", "torch.nn.Module.__setstate__"})
@@ -170,12 +174,12 @@ class Integrity:
         self._kernels = _aten_overrides()
         self._modes = _modes()
         self._flags = precision_flags()
-        self._threads = {t.ident for t in threading.enumerate()}
+        self._threads = {t.ident for t in _threads()}
         self._children = set(child_processes())
 
     def rebase_threads(self) -> None:
         """Accept threads started by trusted code (torch.compile, CUDA init) before the candidate runs."""
-        self._threads = {t.ident for t in threading.enumerate()}
+        self._threads = {t.ident for t in _threads()}
         self._children = set(child_processes())
 
     def violations(self) -> list[str]:
@@ -196,6 +200,10 @@ class Integrity:
                 current = now.get(attr, missing)
                 if current is not value and not _rewrapped_by_torch(current, value):
                     found.append(f"{space}.{attr} was {'removed' if attr not in now else 'replaced'}")
+            if isinstance(obj, type):  # a name added to a class that hides what its bases define
+                for attr in now.keys() - before.keys():
+                    if attr in _HOOKS or any(attr in vars(base) for base in obj.__mro__[1:]):
+                        found.append(f"{space}.{attr} was added over its base's")
         new_kernels = _aten_overrides() - self._kernels
         if new_kernels:
             found.append(
@@ -209,7 +217,7 @@ class Integrity:
         for key, value in self._flags.items():
             if flags[key] != value:
                 found.append(f"precision flag {key} changed from {value} to {flags[key]}")
-        new_threads = [t.name for t in threading.enumerate() if t.ident not in self._threads and t.is_alive()]
+        new_threads = [t.name for t in _threads() if t.ident not in self._threads and t.is_alive()]
         if new_threads:
             found.append(f"started threads that outlive the call: {', '.join(new_threads)}")
         new_children = set(child_processes()) - self._children

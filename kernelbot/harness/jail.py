@@ -131,6 +131,9 @@ def _hide_git(root: Path) -> list[str]:
     return []
 
 
+SHM_BYTES = 64 << 20  # /dev/shm (POSIX semaphores and shared memory a library may make)
+
+
 @functools.cache
 def _sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bubblewrap takes --size for a tmpfs (0.7 and later; Debian 12 ships 0.8)."""
@@ -158,6 +161,8 @@ def bwrap_command(
     if tmp_bytes is not None and _sizes_tmpfs(bwrap):
         cmd += ["--size", str(tmp_bytes)]
     cmd += ["--tmpfs", "/tmp"]
+    shm = ["--size", str(SHM_BYTES)] if _sizes_tmpfs(bwrap) else []
+    cmd += [*shm, "--tmpfs", "/dev/shm"]  # its own, small: /dev is read-only below
     for node in _gpu_nodes():
         cmd += ["--dev-bind", node, node]
     system = [p for p in _SYSTEM if os.path.exists(p)] + [
@@ -178,7 +183,8 @@ def bwrap_command(
         cmd += ["--bind", str(path), str(path)]
     # The root bwrap builds the mounts on is a tmpfs too: read-only once they are made, so /tmp and the
     # writable caches are the only places a subject can write (and hold memory in).
-    cmd += ["--remount-ro", "/", "--clearenv", "--chdir", "/tmp"]
+    # /dev is a tmpfs bwrap fills with device nodes: read-only too (the nodes still open for writing).
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--clearenv", "--chdir", "/tmp"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     return [*cmd, "--", *argv]

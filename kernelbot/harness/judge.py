@@ -131,6 +131,7 @@ class Judge:
         self.peer = peer
         self.device = "cpu"
         self.op: Operator | None = None
+        self.candidate = False  # set by load()
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
         self._model64: Any = (
@@ -235,6 +236,7 @@ class Judge:
         guards.pin_precision(bool(job.get("allow_tf32")))
         self.atol, self.rtol = job.get("atol"), job.get("rtol")
         self.who = "the candidate" if job["subject"] == "candidate" else f"the {job['subject']} subject"
+        self.candidate = job["subject"] == "candidate"  # the adversary of the verdict (docs/security.md)
         audit.install(audit.locations(job))
         # The subject loads (imports, builds, compiles) while the judge loads the operator: a fault of the
         # judge's own load is still found and reported first, the subject's answer read only after it.
@@ -390,7 +392,9 @@ class Judge:
         timed = self._time(cmd)
         target_ms = timing.TARGET_SAMPLE_S[self.device] * 1e3
         calls, judged_ms = timed["calls_per_sample"], timed.pop("judged_sample_ms")
-        if cmd.get("calls") or judged_ms >= SHORT_SAMPLE * target_ms or calls >= timing.MAX_CALLS_PER_SAMPLE:
+        assert self.op is not None
+        # Not for a per-call sparse matrix: more calls than its 64 sets would reuse each matrix in a sample.
+        if not self._short(judged_ms, calls) or cmd.get("calls") or self.op.per_call_matrix:
             return timed
         chosen = min(timing.MAX_CALLS_PER_SAMPLE, math.ceil(calls * target_ms / max(judged_ms, 1e-3)))
         again = self._time({**cmd, "calls": chosen})
@@ -400,6 +404,13 @@ class Judge:
         )
         again["sample_note"] = "; ".join(n for n in (again.get("sample_note"), said) if n)
         return again
+
+    def _short(self, judged_ms: float, calls: int) -> bool:
+        """A candidate's samples too short (by this clock) for the tolerance's fixed margin to be small in them.
+        Only a candidate's: base and head (PR code) are not adversaries of their own verdict, and a head
+        faster than base at base's calls a sample would be charged its round trips' jitter."""
+        target_ms = timing.TARGET_SAMPLE_S[self.device] * 1e3
+        return self.candidate and judged_ms < SHORT_SAMPLE * target_ms and calls < timing.MAX_CALLS_PER_SAMPLE
 
     def _time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         assert self.op is not None and self.timer is not None
@@ -514,10 +525,7 @@ class Judge:
         clocks = [s.clock for s in samples.kept]
         counted = bound(clocks, TOLERANCE[self.device], GROSS[self.device])
         judged_ms = _median([c + o for c, o, _ in clocks])  # a sample by this process's clock
-        if (
-            judged_ms < SHORT_SAMPLE * timing.TARGET_SAMPLE_S[self.device] * 1e3
-            and calls < timing.MAX_CALLS_PER_SAMPLE
-        ):
+        if self._short(judged_ms, calls):
             # Samples this short at calls fixed beforehand (a subject fast now, slow when they were chosen):
             # the margin could cover a whole sample, so each counts this process's time.
             counted = [max(ms, c + o + e) for ms, (c, o, e) in zip(counted, clocks, strict=True)]

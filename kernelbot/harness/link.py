@@ -18,6 +18,7 @@ so a subject cannot queue an answer before it is asked (and so time a sample it 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import gc
 import json
@@ -25,12 +26,14 @@ import math
 import mmap
 import os
 import secrets
+import signal
 import struct
 import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from kernelbot.harness.protocol import ChannelError, read_exact, write_frame
@@ -52,6 +55,27 @@ DTYPES = {
     )
 }  # fmt: skip
 _tensor_type = torch.Tensor  # captured before any subject code runs
+# An output's bytes are read through these, bound here before any subject code runs: never through the
+# tensor's own attributes (an instance can shadow a method), nor through torch's dispatcher, where a mode or
+# a kernel registered for an ATen operator (its registration's file and line can be forged) would run the
+# subject's code during the copy, out of every timed window.
+_data_ptr, _stride, _element_size = torch.Tensor.data_ptr, torch.Tensor.stride, torch.Tensor.element_size
+_numel, _sync = torch.Tensor.numel, torch.cuda.synchronize
+_type_module, _type_qualname = type.__dict__["__module__"], type.__dict__["__qualname__"]
+# A tensor's properties through TensorBase's own descriptors: an attribute added to torch.Tensor would
+# shadow them (an attacker's `torch.Tensor.contiguous = f` did, for reward 3).
+_layout, _device, _shape, _dtype = (
+    torch._C.TensorBase.__dict__[n] for n in ("layout", "device", "shape", "dtype")
+)
+_frombuffer, _as_strided, _contiguous_array = (
+    np.frombuffer,
+    np.lib.stride_tricks.as_strided,
+    np.ascontiguousarray,
+)
+_np_empty, _uint8, _c_char, _mmap = np.empty, np.uint8, ctypes.c_char, mmap.mmap
+_gc_enabled, _gc_disable, _gc_enable, _sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
+_ALL_SIGNALS = signal.valid_signals()
+_cuda_memcpy: Any = None  # cupy.cuda.runtime.memcpy, bound by arm_device_copy before any subject code runs
 
 
 class LinkError(Exception):
@@ -88,10 +112,17 @@ class Outgoing:
         self.region, self.specs, self.end = region, list[dict[str, Any]](), 0
 
     def add(self, tensor: torch.Tensor) -> None:
-        flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        _through_windows(self.region, self.end, flat, into_region=True)
-        self.specs.append({"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape)})
-        self.end += _pages(flat.numel())
+        raw = _raw_bytes(tensor)
+        if raw is not None:
+            _numpy_into_region(self.region, self.end, raw)
+            nbytes = raw.size
+        else:  # a layout or device read through torch (the guards stand for the dispatcher then)
+            flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+            _through_windows(self.region, self.end, flat, into_region=True)
+            nbytes = flat.numel()
+        dtype, shape = str(_dtype.__get__(tensor)).removeprefix("torch."), list(_shape.__get__(tensor))
+        self.specs.append({"dtype": dtype, "shape": shape})
+        self.end += _pages(nbytes)
 
     def discard(self) -> None:
         """For an answer that failed after some outputs were written: their pages go, none is announced."""
@@ -99,30 +130,93 @@ class Outgoing:
         self.specs, self.end = [], 0
 
 
+def arm_device_copy(device: str) -> None:
+    """On CUDA, bind CuPy's cudaMemcpy now (before any subject code runs: a subject could plant a module
+    named cupy later), so outputs leave the GPU without a torch operator. Without CuPy: torch's copy."""
+    global _cuda_memcpy
+    if device == "cuda":
+        try:
+            from cupy.cuda import runtime
+        except ImportError:
+            return
+        _cuda_memcpy = runtime.memcpy
+
+
+def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
+    """A strided CPU or CUDA tensor's bytes in row-major order, as a uint8 array, read from its memory by
+    address (no torch operator runs); None where it must go through torch (another layout or device, or
+    CUDA without CuPy)."""
+    device = _device.__get__(tensor).type
+    if _layout.__get__(tensor) != torch.strided or device not in ("cpu", "cuda"):
+        return None
+    if device == "cuda" and _cuda_memcpy is None:
+        return None
+    shape, item = tuple(_shape.__get__(tensor)), _element_size(tensor)
+    if _numel(tensor) == 0:
+        return _np_empty(0, dtype=_uint8)
+    strides = _stride(tensor)  # torch has no negative strides: the span starts at the first element
+    span = (sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1) * item
+    ptr = _data_ptr(tensor)
+    if device == "cuda":
+        _sync()  # the outputs' kernels ran on torch's stream; the copy below is on the legacy default one
+        host = _np_empty(span, dtype=_uint8)
+        _cuda_memcpy(host.ctypes.data, ptr, span, 2)  # cudaMemcpyDeviceToHost
+    else:
+        host = _frombuffer((_c_char * span).from_address(ptr), dtype=_uint8)
+    dense = [1] * len(shape)  # row-major strides
+    for i in range(len(shape) - 2, -1, -1):
+        dense[i] = dense[i + 1] * shape[i + 1]
+    if all(n == 1 or s == d for n, s, d in zip(shape, strides, dense, strict=True)):
+        return host[: _numel(tensor) * item]  # already in order (Outgoing.add copies it at once)
+    view = _as_strided(host, shape=(*shape, item), strides=(*(s * item for s in strides), 1), writeable=False)
+    return _contiguous_array(view).reshape(-1)
+
+
+def _numpy_into_region(region: int, offset: int, raw: np.ndarray) -> None:
+    """`raw`'s bytes into the region at `offset`, a window at a time."""
+    for start in range(0, raw.size, WINDOW):
+        part = raw[start : start + WINDOW]
+        with _mmap(region, part.size, flags=_MAP_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE,
+                   offset=offset + start) as window:  # fmt: skip
+            _frombuffer(window, dtype=_uint8, count=part.size)[:] = part
+
+
 def describe(output: Any, into: Outgoing) -> list[Any]:
     """An output as a list of item descriptions; the exact tensors among it go into `into` (anything else
     is named by its type, as the comparison's rule on output types wants)."""
-    # No code of the subject's may run while its outputs are copied, or it could compute them only now, out
-    # of every timed window: a container is read through tuple's or list's own iterator (never a subclass's
-    # __iter__), its type is asked with type() (never __class__), and the cyclic collector, which could call a
-    # finalizer of the subject's at any allocation, waits. (Modes and registered kernels: guards.Integrity.)
+    # No code of the subject's may run while its outputs are read, or it could compute them only now, out of
+    # every timed window: a container is read through tuple's or list's own iterator (never a subclass's
+    # __iter__), a type's name through type's own descriptors (never a metaclass's), a tensor's bytes by
+    # address (Outgoing.add). The caller holds `quiet()` around it.
     kind = type(output)
     sequence = tuple if issubclass(kind, tuple) else list if issubclass(kind, list) else None
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        items = list(sequence.__iter__(output)) if sequence is not None else [output]
-        described: list[Any] = []
-        for item in items:
-            if type(item) is _tensor_type:
-                described.append({"dtype": str(item.dtype).removeprefix("torch."), "shape": list(item.shape)})
-                into.add(item)
-            else:
-                described.append({"type": f"{type(item).__module__}.{type(item).__qualname__}"})
-    finally:
-        if collecting:
-            gc.enable()
+    items = list(sequence.__iter__(output)) if sequence is not None else [output]
+    described: list[Any] = []
+    for item in items:
+        if type(item) is _tensor_type:
+            dtype, shape = str(_dtype.__get__(item)).removeprefix("torch."), list(_shape.__get__(item))
+            described.append({"dtype": dtype, "shape": shape})
+            into.add(item)
+        else:
+            kind = type(item)
+            described.append({"type": f"{_type_module.__get__(kind)}.{_type_qualname.__get__(kind)}"})
     return [sequence is not None, described]
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """While a subject's outputs are checked and read: no finalizer of its runs from the cyclic collector and
+    no Python signal handler of its from a signal (both could run at any bytecode, and compute outputs
+    then); the signals wait and are delivered after."""
+    collecting = _gc_enabled()
+    _gc_disable()
+    blocked = _sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
+    try:
+        yield
+    finally:
+        _sigmask(signal.SIG_SETMASK, blocked)
+        if collecting:
+            _gc_enable()
 
 
 def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> None:

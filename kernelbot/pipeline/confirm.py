@@ -43,8 +43,9 @@ class SideBySide:
             self.baselines[name] = Handle(job, subject, limits)
 
     def confirm(self, job: dict[str, Any], candidate: str) -> Confirmed | None:
-        """`job`: the candidate's (at its precision); `candidate`: its file. None when a baseline broke or the
-        rounds could not finish (the caller then keeps reward 1: never claimed faster untimed)."""
+        """`job`: the candidate's (at its precision; the baselines keep the operator's); `candidate`: its
+        file. None when a baseline broke or the rounds could not finish (the caller then keeps reward 1:
+        never claimed faster untimed)."""
         if any(h.failure is not None for h in self.baselines.values()):
             return None
         began = time.monotonic()
@@ -79,12 +80,18 @@ class SideBySide:
 
 
 def confirm_once(
-    check: CheckReport, job: dict[str, Any], limits: Settings, candidate: str, claimed: int
+    check: CheckReport,
+    job: dict[str, Any],
+    limits: Settings,
+    candidate: str,
+    claimed: int,
+    candidate_job: dict[str, Any] | None = None,
 ) -> Confirmed | None:
     """One candidate with a `claimed` reward of 2 or 3 timed side by side; torch.compile joins the rounds only
-    where a reward of 3 is at stake (it is slow to build)."""
+    where a reward of 3 is at stake (it is slow to build). `job`: the operator's, for the baselines;
+    `candidate_job`: the candidate's at its precision (default: the same)."""
     rounds = SideBySide(check, job, limits, with_compile=claimed == 3)
     try:
-        return rounds.confirm(job, candidate)
+        return rounds.confirm(candidate_job or job, candidate)
     finally:
         rounds.close()

@@ -52,8 +52,8 @@ def _worth_confirming(newest: CandidateResult, timed: list[CandidateResult]) -> 
 def _confirm(candidate: CandidateResult, check: CheckReport, job: dict[str, Any], limits: Settings) -> None:
     """Time one candidate in rounds shared with live baselines (where that cannot finish, the run's end
     lowers its reward to 1)."""
-    job = job_at_precision(job, cast(Precision, candidate.precision))
-    confirmed = confirm_once(check, job, limits, candidate.source_path, candidate.reward)
+    at_precision = job_at_precision(job, cast(Precision, candidate.precision))
+    confirmed = confirm_once(check, job, limits, candidate.source_path, candidate.reward, at_precision)
     if confirmed is None:
         return
     if confirmed.failure is not None:
