@@ -80,6 +80,10 @@ def test_a_check_reward_comes_from_timing_side_by_side(
     assert evidence is not None and evidence["rounds"] >= 8, cand
     assert 0.8 < cand["speedup_vs_eager"] == evidence["speedup_vs_eager"] < 1.25, evidence
     assert "timed side by side in" in capsys.readouterr().err
+    from kernelbot.pipeline.results import CheckReport
+
+    rebuilt = CheckReport.from_json(data)  # as stored: the claim, the confirmed reward and the evidence
+    assert (rebuilt.claimed_reward, rebuilt.reward, rebuilt.side_by_side) == (2, 1, evidence)
 
 
 def test_wrong_candidate_exits_one_and_says_where(repo: Path) -> None:

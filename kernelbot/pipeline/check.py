@@ -152,6 +152,7 @@ def check_operator(
         claimed = report.claimed_reward
         if claimed is not None and claimed >= 2:  # never claimed faster on timings from other moments
             progress(f"{spec.name}: timing the candidate side by side with the baselines")
+            report.claimed = claimed
             confirmed = confirm_once(report, job, settings, str(candidate.resolve()), claimed)
             report.confirmed_reward = 1 if confirmed is None else confirmed.reward
             if confirmed is not None and confirmed.failure is not None:

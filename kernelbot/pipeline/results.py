@@ -49,10 +49,13 @@ class CheckReport:
     # the reward that holds (1 where those rounds could not finish) and their evidence.
     confirmed_reward: int | None = None
     side_by_side: dict[str, Any] | None = None
+    claimed: int | None = None  # the claim as it stood before confirming (the candidate may fail there)
 
     @property
     def claimed_reward(self) -> int | None:
         """The reward on the separate timings (the baselines' from other moments)."""
+        if self.claimed is not None:
+            return self.claimed
         return None if self.candidate is None else reward(self.candidate, self.eager, self.compiled)
 
     @property
@@ -102,6 +105,8 @@ class CheckReport:
         eager = _evaluation("eager", baselines["eager"])
         assert reference is not None and eager is not None, "a check report always holds both"
         candidate = data.get("candidate")
+        # confirmed only where a claim of 2 or 3 was timed again (older reports hold no claim)
+        claim = None if candidate is None else candidate.get("claimed_reward")
         return cls(
             spec=OperatorSpec.from_json(data["spec"]),
             fingerprint=_fingerprint(data["device"]),
@@ -110,9 +115,8 @@ class CheckReport:
             compiled=_evaluation("compile", baselines.get("compile")),
             candidate=_evaluation("candidate", candidate),
             candidate_path=None if candidate is None else candidate.get("source_path"),
-            confirmed_reward=None
-            if candidate is None or "claimed_reward" not in candidate
-            else candidate["reward"],
+            claimed=claim,
+            confirmed_reward=candidate["reward"] if candidate is not None and claim in (2, 3) else None,
             side_by_side=None if candidate is None else candidate.get("side_by_side"),
         )
 
