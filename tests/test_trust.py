@@ -257,6 +257,20 @@ def test_outputs_computed_when_the_harness_copies_them_earn_nothing(
         assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
+@pytest.mark.parametrize("hook", ["scanner", "readv"])
+def test_outputs_computed_when_the_next_command_is_read_earn_nothing(hook: str, tmp_path: Path) -> None:
+    """The worker reads and parses its commands through functions bound when it started (and CPython's C
+    JSON scanner, made there): a hook in json's decoder or in os.readv never sees a command, so this
+    candidate never learns it is timed and computes honestly (3.4-4.7x 'faster', reward 3, before)."""
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("lazy_command", tmp_path, HOOK=hook)
+    assert honest.ok and honest.timing is not None
+    if ev.ok:
+        assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms, ev.timing
+    else:
+        assert ev.status in ("incorrect", "rejected"), ev.reason
+
+
 def test_a_slowed_calibration_does_not_let_the_margin_cover_a_whole_sample(tmp_path: Path) -> None:
     honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
     ev = _attack("short_samples", tmp_path, CHECK_CALLS=2 * SETTINGS.seeds)

@@ -64,6 +64,7 @@ def _namespaces() -> dict[str, Any]:
         "kernelbot.harness.timing.Timer": timing.Timer,
         "kernelbot.harness.protocol": protocol,
         "kernelbot.harness.link": link,
+        "kernelbot.harness.link.Outgoing": link.Outgoing,
         "kernelbot.harness.guards": sys.modules[__name__],
         "kernelbot.harness.guards.Integrity": Integrity,
     }

@@ -17,11 +17,11 @@ so a subject cannot queue an answer before it is asked (and so time a sample it 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import fcntl
 import gc
 import json
+import json.scanner
 import math
 import mmap
 import os
@@ -30,7 +30,6 @@ import signal
 import struct
 import time
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -60,18 +59,36 @@ _tensor_type = torch.Tensor  # captured before any subject code runs
 # a kernel registered for an ATen operator (its registration's file and line can be forged) would run the
 # subject's code during the copy, out of every timed window.
 _data_ptr, _stride, _element_size = torch.Tensor.data_ptr, torch.Tensor.stride, torch.Tensor.element_size
-_numel, _sync = torch.Tensor.numel, torch.cuda.synchronize
+_numel = torch.Tensor.numel
+_sync = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)  # the C function where CUDA is built
+_prod = math.prod
+# Headers parsed by CPython's C scanner, made here: json.loads goes through a decoder instance whose
+# attributes (scan_once) anything can replace; this scanner is reachable from nowhere and has none.
+_c_scanner = getattr(json.scanner, "c_make_scanner", None)
+_scan = _c_scanner(json.JSONDecoder()) if _c_scanner is not None else None
+
+
+def _parse(data: bytes) -> Any:
+    if _scan is None:  # a Python without the C scanner
+        return json.loads(data)
+    text = data.decode()
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip():
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 _type_module, _type_qualname = type.__dict__["__module__"], type.__dict__["__qualname__"]
 # A tensor's properties through TensorBase's own descriptors: an attribute added to torch.Tensor would
 # shadow them (an attacker's `torch.Tensor.contiguous = f` did, for reward 3).
 _layout, _device, _shape, _dtype = (
     torch._C.TensorBase.__dict__[n] for n in ("layout", "device", "shape", "dtype")
 )
-_frombuffer, _as_strided, _contiguous_array = (
-    np.frombuffer,
-    np.lib.stride_tricks.as_strided,
-    np.ascontiguousarray,
-)
+# numpy's C functions and type (np.lib.stride_tricks.as_strided is Python, its module's names patchable)
+_frombuffer, _ndarray, _contiguous_array = np.frombuffer, np.ndarray, np.ascontiguousarray
 _np_empty, _uint8, _c_char, _mmap = np.empty, np.uint8, ctypes.c_char, mmap.mmap
 _gc_enabled, _gc_disable, _gc_enable, _sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
 _ALL_SIGNALS = signal.valid_signals()
@@ -160,7 +177,7 @@ def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
     if device == "cuda":
         _sync()  # the outputs' kernels ran on torch's stream; the copy below is on the legacy default one
         host = _np_empty(span, dtype=_uint8)
-        _cuda_memcpy(host.ctypes.data, ptr, span, 2)  # cudaMemcpyDeviceToHost
+        _cuda_memcpy(host.__array_interface__["data"][0], ptr, span, 2)  # cudaMemcpyDeviceToHost
     else:
         host = _frombuffer((_c_char * span).from_address(ptr), dtype=_uint8)
     dense = [1] * len(shape)  # row-major strides
@@ -168,7 +185,9 @@ def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
         dense[i] = dense[i + 1] * shape[i + 1]
     if all(n == 1 or s == d for n, s, d in zip(shape, strides, dense, strict=True)):
         return host[: _numel(tensor) * item]  # already in order (Outgoing.add copies it at once)
-    view = _as_strided(host, shape=(*shape, item), strides=(*(s * item for s in strides), 1), writeable=False)
+    view = _ndarray(
+        shape=(*shape, item), dtype=_uint8, buffer=host, strides=(*(s * item for s in strides), 1)
+    )
     return _contiguous_array(view).reshape(-1)
 
 
@@ -187,7 +206,7 @@ def describe(output: Any, into: Outgoing) -> list[Any]:
     # No code of the subject's may run while its outputs are read, or it could compute them only now, out of
     # every timed window: a container is read through tuple's or list's own iterator (never a subclass's
     # __iter__), a type's name through type's own descriptors (never a metaclass's), a tensor's bytes by
-    # address (Outgoing.add). The caller holds `quiet()` around it.
+    # address (Outgoing.add). The caller holds `hold()` around it.
     kind = type(output)
     sequence = tuple if issubclass(kind, tuple) else list if issubclass(kind, list) else None
     items = list(sequence.__iter__(output)) if sequence is not None else [output]
@@ -203,20 +222,21 @@ def describe(output: Any, into: Outgoing) -> list[Any]:
     return [sequence is not None, described]
 
 
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """While a subject's outputs are checked and read: no finalizer of its runs from the cyclic collector and
-    no Python signal handler of its from a signal (both could run at any bytecode, and compute outputs
-    then); the signals wait and are delivered after."""
+def hold() -> tuple[bool, Any]:
+    """While a subject's outputs are read and checked: no finalizer of its runs from the cyclic collector and
+    no Python signal handler of its from a signal (both could run at any bytecode, and compute outputs then);
+    the signals wait and are delivered at `release`. Plain functions, not a context manager: contextlib's
+    classes are the subject's to patch."""
     collecting = _gc_enabled()
     _gc_disable()
-    blocked = _sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
-    try:
-        yield
-    finally:
-        _sigmask(signal.SIG_SETMASK, blocked)
-        if collecting:
-            _gc_enable()
+    return collecting, _sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
+
+
+def release(held: tuple[bool, Any]) -> None:
+    collecting, blocked = held
+    _sigmask(signal.SIG_SETMASK, blocked)
+    if collecting:
+        _gc_enable()
 
 
 def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> None:
@@ -274,7 +294,7 @@ def receive(
     if size > MAX_HEADER:
         raise LinkError(f"a header of {size} bytes")
     try:
-        header = json.loads(_read(fd, size, deadline))
+        header = _parse(_read(fd, size, deadline))
     except (ValueError, RecursionError) as exc:
         raise LinkError(f"a header that is not JSON ({type(exc).__name__})") from None
     if not isinstance(header, dict):
@@ -284,7 +304,7 @@ def receive(
     if not isinstance(specs, list):
         raise LinkError("a header whose tensors are not a list")
     shapes = [_spec(spec) for spec in specs]
-    sizes = [math.prod(shape) * torch.empty((), dtype=dtype).element_size() for dtype, shape in shapes]
+    sizes = [_prod(shape) * torch.empty((), dtype=dtype).element_size() for dtype, shape in shapes]
     if sum(sizes) > budget:
         raise LinkError(f"tensors of {sum(sizes)} bytes where at most {budget} were due")
     offsets = layout(sizes)
@@ -330,20 +350,15 @@ def _spec(spec: Any) -> tuple[torch.dtype, list[int]]:
     return DTYPES[spec["dtype"]], shape
 
 
-@contextlib.contextmanager
-def _reading() -> Iterator[None]:
-    """A read's failures as the link names them: end of file means the other side is gone."""
+def _read(fd: int, size: int, deadline: float) -> bytes:
+    """A read's failures as the link names them: end of file means the other side is gone. (No context
+    manager: contextlib's classes are the subject's to patch, and the subject reads its commands here.)"""
     try:
-        yield
+        return read_exact(fd, size, deadline)
     except ChannelError:
         raise EOFError("the other process is gone") from None
     except OSError as exc:
         raise LinkError(str(exc)) from None
-
-
-def _read(fd: int, size: int, deadline: float) -> bytes:
-    with _reading():
-        return read_exact(fd, size, deadline)
 
 
 class Peer:

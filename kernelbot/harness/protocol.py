@@ -63,14 +63,20 @@ def widen(fd: int) -> None:
         pass
 
 
+# Bound before any subject code runs: the subject process reads its commands through these, and a hook in a
+# module function looked up at call time (os.readv, select.select) ran the subject's code there, between its
+# last timed call and the copy of that call's outputs (an attacker's find, reward 3).
+_select, _readv, _monotonic = select.select, os.readv, time.monotonic
+
+
 def read_into(fd: int, buffer: bytearray | memoryview, deadline: float) -> None:
     """Fill `buffer` from `fd` (no intermediate copies: a tensor's bytes land where the tensor will live)."""
     view = memoryview(buffer).cast("B")
     while view:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
+        left = deadline - _monotonic()
+        if left <= 0 or not _select([fd], [], [], left)[0]:
             raise TimeoutError("no complete message before the deadline")
-        got = os.readv(fd, [view])
+        got = _readv(fd, [view])
         if not got:
             raise ChannelError("the channel closed mid-message")
         view = view[got:]

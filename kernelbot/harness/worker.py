@@ -63,7 +63,7 @@ def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
 
 
 _CUDAGraph, _graph = torch.cuda.CUDAGraph, torch.cuda.graph
-_describe, _quiet = link.describe, link.quiet  # bound before any subject code runs
+_describe, _hold, _release = link.describe, link.hold, link.release  # bound before any subject code runs
 # A sample replays its calls from one CUDA graph only where one call takes less than this: past it the host's
 # launch time is a small share of a call, and plain calls measure what the operator's users run.
 GRAPH_BELOW_MS = 1.0
@@ -135,9 +135,12 @@ class Subject:
             out = call(self.fn, clone(inputs), self.who, self.timer)
             # Its bytes are copied first, by address, then the guard looks: a hook that the guard's own calls
             # would set off (to compute the outputs only now) finds them copied, and the guard finds the hook.
-            with _quiet():
+            held = _hold()
+            try:
                 described.append(_describe(out, into))  # its bytes leave the device before the next run
                 self.guard()
+            finally:
+                _release(held)
             del out
         return described
 
@@ -239,10 +242,13 @@ class Subject:
         }
 
     def last_outputs(self, into: link.Outgoing) -> list[Any]:
-        with _quiet():  # copied first, then guarded (run())
+        held = _hold()  # copied first, then guarded (run())
+        try:
             # every set was called (calls >= sets): None here is what the subject returned
             described = [_describe(out, into) for out in self.outputs]
             self.guard()
+        finally:
+            _release(held)
         return described
 
 
