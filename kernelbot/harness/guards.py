@@ -124,10 +124,10 @@ def _aten_overrides() -> frozenset[str]:
 def _modes() -> list[str]:
     """Modes active on torch's stacks: each runs on every torch call after it, the harness's own included."""
     active = []
-    if torch._C._len_torch_function_stack():
-        active.append(f"{torch._C._len_torch_function_stack()} torch function mode(s)")
-    if torch._C._len_torch_dispatch_stack():
-        active.append(f"{torch._C._len_torch_dispatch_stack()} torch dispatch mode(s)")
+    for kind, depth in (("function", torch._C._len_torch_function_stack()),
+                        ("dispatch", torch._C._len_torch_dispatch_stack())):  # fmt: skip
+        if depth:
+            active.append(f"{depth} torch {kind} mode(s)")
     for key in torch._C._TorchDispatchModeKey.__members__.values():
         if torch._C._get_dispatch_mode(key) is not None:
             active.append(f"the {key.name.lower()} dispatch mode")

@@ -158,11 +158,9 @@ def bwrap_command(
         raise JailUnavailable("bubblewrap (bwrap) is not installed")
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
-    if tmp_bytes is not None and _sizes_tmpfs(bwrap):
-        cmd += ["--size", str(tmp_bytes)]
-    cmd += ["--tmpfs", "/tmp"]
-    shm = ["--size", str(SHM_BYTES)] if _sizes_tmpfs(bwrap) else []
-    cmd += [*shm, "--tmpfs", "/dev/shm"]  # its own, small: /dev is read-only below
+    sized = _sizes_tmpfs(bwrap)
+    cmd += [*(["--size", str(tmp_bytes)] if sized and tmp_bytes is not None else []), "--tmpfs", "/tmp"]
+    cmd += [*(["--size", str(SHM_BYTES)] if sized else []), "--tmpfs", "/dev/shm"]  # /dev is read-only below
     for node in _gpu_nodes():
         cmd += ["--dev-bind", node, node]
     system = [p for p in _SYSTEM if os.path.exists(p)] + [

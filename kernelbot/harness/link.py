@@ -59,7 +59,7 @@ _tensor_type = torch.Tensor  # captured before any subject code runs
 # a kernel registered for an ATen operator (its registration's file and line can be forged) would run the
 # subject's code during the copy, out of every timed window.
 _data_ptr, _stride, _element_size = torch.Tensor.data_ptr, torch.Tensor.stride, torch.Tensor.element_size
-_numel = torch.Tensor.numel
+_numel, _is_contiguous = torch.Tensor.numel, torch.Tensor.is_contiguous
 _sync = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)  # the C function where CUDA is built
 _prod = math.prod
 # Headers parsed by CPython's C scanner, made here: json.loads goes through a decoder instance whose
@@ -151,12 +151,16 @@ def arm_device_copy(device: str) -> None:
     """On CUDA, bind CuPy's cudaMemcpy now (before any subject code runs: a subject could plant a module
     named cupy later), so outputs leave the GPU without a torch operator. Without CuPy: torch's copy."""
     global _cuda_memcpy
-    if device == "cuda":
+    if device != "cuda" or _cuda_memcpy is not None:
+        return
+    try:  # CuPy's runtime bindings alone: importing the cupy package would add to every subject's start-up
+        from cupy_backends.cuda.api import runtime
+    except ImportError:
         try:
             from cupy.cuda import runtime
         except ImportError:
             return
-        _cuda_memcpy = runtime.memcpy
+    _cuda_memcpy = runtime.memcpy
 
 
 def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
@@ -180,10 +184,7 @@ def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
         _cuda_memcpy(host.__array_interface__["data"][0], ptr, span, 2)  # cudaMemcpyDeviceToHost
     else:
         host = _frombuffer((_c_char * span).from_address(ptr), dtype=_uint8)
-    dense = [1] * len(shape)  # row-major strides
-    for i in range(len(shape) - 2, -1, -1):
-        dense[i] = dense[i + 1] * shape[i + 1]
-    if all(n == 1 or s == d for n, s, d in zip(shape, strides, dense, strict=True)):
+    if _is_contiguous(tensor):
         return host[: _numel(tensor) * item]  # already in order (Outgoing.add copies it at once)
     view = _ndarray(
         shape=(*shape, item), dtype=_uint8, buffer=host, strides=(*(s * item for s in strides), 1)
@@ -192,7 +193,8 @@ def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
 
 
 def _numpy_into_region(region: int, offset: int, raw: np.ndarray) -> None:
-    """`raw`'s bytes into the region at `offset`, a window at a time."""
+    """`raw`'s bytes into the region at `offset`, a window at a time: _through_windows's loop without torch
+    (its `copy_` is a dispatched operator, which the subject could have replaced)."""
     for start in range(0, raw.size, WINDOW):
         part = raw[start : start + WINDOW]
         with _mmap(region, part.size, flags=_MAP_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE,

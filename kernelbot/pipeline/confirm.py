@@ -29,56 +29,6 @@ class Confirmed:
     failure: Evaluation | None = None
 
 
-class SideBySide:
-    """Live, checked sandboxes of eager and (where asked) torch.compile, kept for a run, against which each
-    candidate that earned 2 or 3 on the earlier timings is timed in the same rounds."""
-
-    def __init__(self, check: CheckReport, job: dict[str, Any], limits: Settings, with_compile: bool) -> None:
-        self.limits = limits
-        self.baselines: dict[str, Handle] = {}
-        subjects = {"eager": check.eager.subject}
-        if with_compile and check.compiled is not None and check.compiled.ok:
-            subjects["compile"] = "compile"
-        for name, subject in subjects.items():  # checked once already in this run (check_operator)
-            self.baselines[name] = Handle(job, subject, limits)
-
-    def confirm(self, job: dict[str, Any], candidate: str) -> Confirmed | None:
-        """`job`: the candidate's (at its precision; the baselines keep the operator's); `candidate`: its
-        file. None when a baseline broke or the rounds could not finish (the caller then keeps reward 1:
-        never claimed faster untimed)."""
-        if any(h.failure is not None for h in self.baselines.values()):
-            return None
-        began = time.monotonic()
-        with Handle(job, "candidate", self.limits, candidate=candidate) as handle:
-            if handle.failure is None:
-                handle.check()
-            if handle.failure is not None:  # it passed once and not now: wrong on these fresh inputs
-                return Confirmed(-1, {}, handle.failure)
-            for baseline in self.baselines.values():
-                baseline.calls = None  # the candidate's rounds choose their own calls per sample
-            batches = side_by_side({**self.baselines, "candidate": handle}, self.limits)
-        if batches is None:
-            return None
-        evidence: dict[str, Any] = {
-            "rounds": len(batches["candidate"]),
-            "wall_s": round(time.monotonic() - began, 2),
-        }
-        beats = {}
-        for base, times in batches.items():
-            if base != "candidate":
-                c = compare(times, batches["candidate"], threshold=1 - 1 / (1 + REWARD_MARGIN))
-                evidence[f"speedup_vs_{base}"] = 1 / c.ratio
-                evidence[f"speedup_vs_{base}_ci99"] = [1 / c.ratio_ci99[1], 1 / c.ratio_ci99[0]]
-                beats[base] = c.verdict == "improvement" and c.ratio < 1 / (1 + REWARD_MARGIN)
-        # A torch.compile baseline that failed cannot be beaten, only skipped: level 2 (results.reward). One
-        # left out of the rounds (no candidate was near reward 3) caps the reward at what was asked: 2.
-        return Confirmed(1 if not beats["eager"] else 3 if beats.get("compile") else 2, evidence)
-
-    def close(self) -> None:
-        for handle in self.baselines.values():
-            handle.close()
-
-
 def confirm_once(
     check: CheckReport,
     job: dict[str, Any],
@@ -87,11 +37,42 @@ def confirm_once(
     claimed: int,
     candidate_job: dict[str, Any] | None = None,
 ) -> Confirmed | None:
-    """One candidate with a `claimed` reward of 2 or 3 timed side by side; torch.compile joins the rounds only
-    where a reward of 3 is at stake (it is slow to build). `job`: the operator's, for the baselines;
-    `candidate_job`: the candidate's at its precision (default: the same)."""
-    rounds = SideBySide(check, job, limits, with_compile=claimed == 3)
+    """One candidate with a `claimed` reward of 2 or 3 timed side by side with live, checked eager and (where
+    a reward of 3 is at stake: it is slow to build) torch.compile sandboxes. `job`: the operator's, for the
+    baselines; `candidate_job`: the candidate's at its precision (default: the same). None when a baseline
+    broke or the rounds could not finish (the caller then keeps reward 1: never claimed faster untimed)."""
+    subjects = {"eager": check.eager.subject}
+    if claimed == 3 and check.compiled is not None and check.compiled.ok:
+        subjects["compile"] = "compile"
+    baselines: dict[str, Handle] = {}
     try:
-        return rounds.confirm(candidate_job or job, candidate)
+        for name, subject in subjects.items():  # checked once already in this run (check_operator)
+            baselines[name] = Handle(job, subject, limits)
+        if any(h.failure is not None for h in baselines.values()):
+            return None
+        began = time.monotonic()
+        with Handle(candidate_job or job, "candidate", limits, candidate=candidate) as handle:
+            if handle.failure is None:
+                handle.check()
+            if handle.failure is not None:  # it passed once and not now: wrong on these fresh inputs
+                return Confirmed(-1, {}, handle.failure)
+            batches = side_by_side({**baselines, "candidate": handle}, limits)
     finally:
-        rounds.close()
+        for baseline in baselines.values():
+            baseline.close()
+    if batches is None:
+        return None
+    evidence: dict[str, Any] = {
+        "rounds": len(batches["candidate"]),
+        "wall_s": round(time.monotonic() - began, 2),
+    }
+    beats = {}
+    for base, times in batches.items():
+        if base != "candidate":
+            c = compare(times, batches["candidate"], threshold=1 - 1 / (1 + REWARD_MARGIN))
+            evidence[f"speedup_vs_{base}"] = 1 / c.ratio
+            evidence[f"speedup_vs_{base}_ci99"] = [1 / c.ratio_ci99[1], 1 / c.ratio_ci99[0]]
+            beats[base] = c.verdict == "improvement" and c.ratio < 1 / (1 + REWARD_MARGIN)
+    # A torch.compile baseline that failed cannot be beaten, only skipped: level 2 (results.reward). One left
+    # out of the rounds (no reward 3 at stake) caps the reward at what was asked: 2.
+    return Confirmed(1 if not beats["eager"] else 3 if beats.get("compile") else 2, evidence)
