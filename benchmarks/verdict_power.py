@@ -23,6 +23,20 @@ reached; sharing the base's batches is what makes 100 verdicts a size fit a devi
 results. Then one full `measure_pair` (fresh sandboxes, their check, the rounds) per size gives the wall time
 of an operator's verdict in a review.
 
+`--rule pairs` measures the rule with the process as the unit (thresholds.process_pairs, measure.run_pairs)
+instead. A verdict over pairs needs fresh processes for every pair, so 20 sequential full verdicts per head
+and size would not fit a device call; the run builds a pool instead. Per size it opens SLOTS slots, each a
+fresh sandbox per subject (base, A/A, +2%, +3%, +5%) opened together (the next slot's started ahead while
+this one is timed, as run_pairs does), and times them in ROUNDS_PER_PAIR rounds (base and every head one
+batch a round, the order reversed the second round, rounds with a clock change or a new GPU process taken
+again). A trial of a head draws slots in a random order and applies the rule exactly as run_pairs does
+(stats.compare_processes over the pairs (base, head) of the slots drawn, looked at on measure.pair_looks'
+schedule at alpha per look) until settled or the last look. Trials resample one pool, so they are not
+independent: the pool's own draw of process offsets is shared by every trial, and the Wilson intervals are
+narrower than the truth. Each trial's wall time is the sum of its slots' opening and batch times. Then one
+full `measure_pair(process_pairs=MAX_PAIRS)` per size, at the review's default settings, gives the wall time
+of a real verdict.
+
 Writes DIR/verdict_power.json and DIR/verdict_power.md; prints the table last.
 """
 
@@ -42,20 +56,25 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+import numpy as np  # noqa: E402
+
 from benchmarks.benchlib import Log, environment, print_table, wilson  # noqa: E402
-from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
+from kernelbot.harness.evaluate import Handle, Settings, start_ahead  # noqa: E402
 from kernelbot.harness.gpustate import Monitor, disturbed  # noqa: E402
 from kernelbot.pipeline.measure import (  # noqa: E402
     EXTRA_ROUNDS,
+    PAIR_BATCH_SHARE,
     PROCESSES_PER_SIDE,
     REPEAT_SHARE,
     ROUNDS,
+    ROUNDS_PER_PAIR,
     SAMPLES_PER_BATCH,
     looks,
     measure_pair,
     open_checked,
+    pair_looks,
 )
-from kernelbot.stats import compare  # noqa: E402
+from kernelbot.stats import compare, compare_processes  # noqa: E402
 
 THRESHOLD, ALPHA = 0.03, 0.01  # kernelbot's defaults (config.Thresholds)
 SIZES = {  # matmul (M, K, N): the planted slowdown lengthens K
@@ -76,6 +95,8 @@ ELEMENTS = {
 }
 DTYPE = {"cuda": "bfloat16", "cpu": "float32"}
 HEADS = {"A/A 1": 0.0, "A/A 2": 0.0, "+2%": 0.02, "+3%": 0.03, "+5%": 0.05}
+PAIR_HEADS = {"A/A": 0.0, "+2%": 0.02, "+3%": 0.03, "+5%": 0.05}  # --rule pairs: one A/A head, 2x trials
+MAX_PAIRS = 24  # --rule pairs: thresholds.process_pairs of the verdicts measured
 MODULE = """
 import torch
 
@@ -387,6 +408,197 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def time_slot(
+    opened: dict[str, Handle], monitor: Monitor | None, batch_s: float
+) -> tuple[dict[str, list[list[float]]], dict[str, float], int, set[str]]:
+    """ROUNDS_PER_PAIR rounds over one slot's sandboxes: every subject one batch a round, the order reversed
+    the second round; a round during which the GPU's clocks moved or a new process came onto it is taken
+    again (at most once a round). Returns each subject's batches, its batch seconds, rounds taken again and
+    the sample modes seen."""
+    batches: dict[str, list[list[float]]] = {name: [] for name in opened}
+    seconds = dict.fromkeys(opened, 0.0)
+    repeated, modes = 0, set()
+    reference = monitor.read() if monitor is not None else None
+    at_start = reference.foreign if reference is not None else ()
+    r = 0
+    while r < ROUNDS_PER_PAIR:
+        order = list(opened) if r % 2 == 0 else list(reversed(opened))
+        got: dict[str, list[float]] = {}
+        why = None
+        for name in order:
+            t0 = time.monotonic()
+            answer = opened[name].time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, batch_s)
+            seconds[name] += time.monotonic() - t0
+            if answer is None:
+                failure = opened[name].failure
+                raise RuntimeError(f"{name}: {failure.status}: {failure.reason}" if failure else name)
+            got[name] = list(answer["times_ms"])
+            modes.add(str(answer.get("sample_mode")))
+            if reference is not None and monitor is not None and why is None:
+                state = monitor.read()
+                why = disturbed(state, reference, at_start) if state is not None else None
+        if why is not None and repeated < ROUNDS_PER_PAIR:
+            repeated += 1
+            continue
+        for name, times in got.items():
+            batches[name].append(times)
+        r += 1
+    return batches, seconds, repeated, modes
+
+
+def pool_slots(
+    jobs: dict[str, dict[str, Any]], settings: Settings, n_slots: int, stop_at: float, log: Log
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Up to n_slots slots of fresh sandboxes (one per subject, opened together, the next slot's started
+    ahead while this one is timed), timed by time_slot at run_pairs' batch length. Calls per sample and the
+    sample mode are fixed by the first slot's first batch, as run_pairs fixes them by its first pair's."""
+    monitor = Monitor(settings.gpu) if jobs["base"]["device"] == "cuda" else None
+    batch_s = settings.time_budget_s * PAIR_BATCH_SHARE
+    slots: list[dict[str, Any]] = []
+    notes: list[str] = []
+    calls: int | None = None
+    graph = "auto"
+    waiting: dict[str, Any] = {}
+    with cf.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        try:
+            for k in range(n_slots):
+                if time.monotonic() >= stop_at:
+                    notes.append(f"deadline after {k} slots")
+                    break
+                t0 = time.monotonic()
+                futures = {
+                    n: pool.submit(open_checked, j, settings, waiting.pop(n, None)) for n, j in jobs.items()
+                }
+                opened = {n: f.result() for n, f in futures.items()}
+                open_s = time.monotonic() - t0
+                if k + 1 < n_slots and monitor is not None:  # ahead on a GPU runner only, as run_pairs
+                    waiting = {n: start_ahead(j, "operator", settings) for n, j in jobs.items()}
+                try:
+                    failed = next((f"{n}: {h.failure.status}: {h.failure.reason}" for n, h in opened.items()
+                                   if h.failure is not None), None)  # fmt: skip
+                    if failed:
+                        raise RuntimeError(failed)
+                    for h in opened.values():
+                        h.calls, h.graph = calls, graph
+                    if calls is None:  # the first batch fixes calls and mode for every later sandbox
+                        first = opened["base"].time_batch(SAMPLES_PER_BATCH, SAMPLES_PER_BATCH, batch_s)
+                        if first is None:
+                            raise RuntimeError("base: no first batch")
+                        calls = first["calls_per_sample"]
+                        graph = "on" if first.get("sample_mode") == "graph" else "off"
+                        notes.append(f"{calls} calls a sample, {first.get('sample_mode')} samples")
+                        for h in opened.values():
+                            h.calls, h.graph = calls, graph
+                    batches, seconds, repeated, modes = time_slot(opened, monitor, batch_s)
+                finally:
+                    for h in opened.values():
+                        h.close()
+                slots.append({"batches": batches, "batch_s": seconds, "open_s": open_s, "repeated": repeated,
+                              "modes": sorted(modes)})  # fmt: skip
+                if k % 8 == 7:
+                    log.line(f"slot {k + 1}: opened in {open_s:.2f} s, modes {sorted(modes)}")
+        finally:
+            for box in waiting.values():
+                if box is not None:
+                    box.close()
+    if monitor is not None and monitor.note:
+        notes.append(monitor.note)
+    return slots, notes
+
+
+def replay(slots: list[dict[str, Any]], head: str, rng: np.random.Generator) -> dict[str, Any]:
+    """One verdict of `head` against the base over slots drawn in a random order, by run_pairs' rule."""
+    max_pairs = min(MAX_PAIRS, len(slots))
+    schedule = pair_looks(max_pairs)
+    alpha_look = ALPHA / len(schedule)
+    base: list[list[float]] = []
+    other: list[list[float]] = []
+    pair_of: list[int] = []
+    wall = 0.0
+    c = None
+    for k, j in enumerate(rng.permutation(len(slots))[:max_pairs]):
+        slot = slots[j]
+        base += slot["batches"]["base"]
+        other += slot["batches"][head]
+        pair_of += [k] * len(slot["batches"]["base"])
+        wall += slot["open_s"] + slot["batch_s"]["base"] + slot["batch_s"][head]
+        if k + 1 == schedule[0]:
+            schedule.pop(0)
+            c = compare_processes(base, other, pair_of, threshold=THRESHOLD, alpha=alpha_look)
+            if c.settled or not schedule:
+                break
+    assert c is not None
+    return {"verdict": c.verdict, "ratio": c.ratio, "ci99": list(c.ratio_ci99), "rounds": k + 1,
+            "wall_s": round(wall, 2)}  # fmt: skip
+
+
+def run_pool(args: argparse.Namespace) -> dict[str, Any]:
+    """--rule pairs: the pool of slots per size, the trials replayed from it, one full verdict per size."""
+    log = Log()
+    stop_at = time.monotonic() + args.deadline
+    device = args.device
+    settings = Settings(timeout_s=120.0, seeds=2)  # the review's default time budget: run_pairs' batch length
+    workdir = Path(tempfile.mkdtemp(prefix="kernelbot-verdict-power-"))
+    (workdir / "planted.py").write_text(MODULE)
+    table = SIZES[device] if args.op == "matmul" else {k: (n,) for k, n in ELEMENTS[device].items()}
+    sizes = {k: v for k, v in table.items() if not args.sizes or k in args.sizes}
+    result: dict[str, Any] = {"env": environment(device), "args": vars(args), "rule": "pairs", "sizes": {},
+                              "rows": [], "full": [], "skipped": []}  # fmt: skip
+    rng = np.random.default_rng(args.seed)
+    full_reserve = 70.0 if device == "cuda" else 20.0
+    for i, (size, shape) in enumerate(sizes.items()):
+        share = (stop_at - time.monotonic()) / (len(sizes) - i)
+        jobs = {"base": job(workdir, device, shape)} | {
+            name: job(workdir, device, planted(shape, f)) for name, f in PAIR_HEADS.items()
+        }
+        log.line(f"{size} {shape}: up to {args.slots} slots of {len(jobs)} fresh sandboxes")
+        try:
+            slots, notes = pool_slots(
+                jobs, settings, args.slots, time.monotonic() + share - full_reserve, log
+            )
+        except Exception as exc:
+            result["skipped"].append(f"{size}: {exc}")
+            log.line(f"{size}: {exc}")
+            continue
+        medians = {n: [statistics.median(b) for s in slots for b in s["batches"][n]] for n in jobs}
+        base_med = statistics.median(medians["base"])
+        result["sizes"][size] = {
+            "shape": list(shape), "slots": len(slots), "notes": notes,
+            "slot_ratios": {n: [round(statistics.median(x for b in s["batches"][n] for x in b)
+                                      / statistics.median(x for b in s["batches"]["base"] for x in b), 4)
+                                for s in slots] for n in PAIR_HEADS},
+            "open_s": [round(s["open_s"], 2) for s in slots],
+            "repeated": sum(s["repeated"] for s in slots),
+        }  # fmt: skip
+        for name, fraction in PAIR_HEADS.items():
+            n_trials = args.trials * (2 if fraction == 0 else 1)
+            got = [replay(slots, name, rng) for _ in range(n_trials)] if len(slots) >= 3 else []
+            counts = {v: sum(g["verdict"] == v for g in got)
+                      for v in ("regression", "no_change", "improvement", "ambiguous")}  # fmt: skip
+            hits = counts["regression"] + (counts["improvement"] if fraction == 0 else 0)
+            result["rows"].append({
+                "size": size, "shape": list(shape), "head": name, "planted": fraction,
+                "base_us": base_med * 1e3,
+                "realised": statistics.median(medians[name]) / base_med - 1,
+                "trials": len(got), "counts": counts,
+                "rate": hits / len(got) if got else None, "rate_ci95": wilson(hits, len(got)) if got else None,
+                "median_rounds": statistics.median(g["rounds"] for g in got) if got else None,
+                "median_wall_s": statistics.median(g["wall_s"] for g in got) if got else None,
+            })  # fmt: skip
+            log.line(f"{size} {name}: {counts} over {len(slots)} slots")
+        if time.monotonic() < stop_at - 5:
+            t0 = time.monotonic()
+            pair = measure_pair(jobs["base"], jobs["+3%"], settings, threshold=THRESHOLD, alpha=ALPHA,
+                                process_pairs=MAX_PAIRS)  # fmt: skip
+            full = {"size": size, "head": "+3%", "process_pairs": MAX_PAIRS, "verdict": pair.verdict,
+                    "error": pair.error, "ratio": pair.comparison.ratio if pair.comparison else None,
+                    "rounds": pair.rounds, "notes": pair.notes, "wall_s": round(time.monotonic() - t0, 1),
+                    "mode": pair.head.timing.sample_mode if pair.head and pair.head.timing else None}  # fmt: skip
+            result["full"].append(full)
+            log.line(f"{size} full measure_pair +3% over pairs: {full}")
+    return result
+
+
 def render(result: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
     env = result["env"]
     header = [
@@ -396,7 +608,7 @@ def render(result: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
         "realised",
         "reg / no change / imp / ambiguous",
         "rate (95% CI)",
-        "rounds",
+        "pairs" if result.get("rule") == "pairs" else "rounds",
         "wall s",
     ]
     rows = []
@@ -419,16 +631,29 @@ def render(result: dict[str, Any]) -> tuple[list[str], list[list[str]], str]:
                 f"{r['median_wall_s']:.1f}" if r["median_wall_s"] else "—",
             ]
         )
+    pairs = result.get("rule") == "pairs"
+    rule = (
+        f"- rule: over fresh process pairs (measure.run_pairs), threshold {THRESHOLD:.0%} (called from half of "
+        f"it), alpha {ALPHA}, looks at {pair_looks(MAX_PAIRS)} pairs, alpha/{len(pair_looks(MAX_PAIRS))} each; "
+        f"{ROUNDS_PER_PAIR} rounds a pair of {SAMPLES_PER_BATCH} samples a batch; trials resample a pool of "
+        "slots (not independent: the intervals are narrower than the truth)"
+        if pairs
+        else f"- rule: threshold {THRESHOLD:.0%} (called from half of it), alpha {ALPHA}, looks at "
+        f"{looks(ROUNDS, EXTRA_ROUNDS[result['args']['device']])} rounds, "
+        f"alpha/{len(looks(ROUNDS, EXTRA_ROUNDS[result['args']['device']]))} each; "
+        f"{SAMPLES_PER_BATCH} samples a batch; heads share the base's batches within a trial"
+    )
     lines = [
         "# kernelbot verdict power: A/A false alarms and planted slowdowns",
         "",
         f"- device: {env.get('gpu') or env.get('cpu')}, driver {env.get('driver')}, torch {env.get('torch')} "
         f"(CUDA {env.get('torch_cuda')}), Python {env.get('python')}",
-        f"- rule: threshold {THRESHOLD:.0%} (called from half of it), alpha {ALPHA}, looks at "
-        f"{looks(ROUNDS, EXTRA_ROUNDS[result['args']['device']])} rounds, alpha/{len(looks(ROUNDS, EXTRA_ROUNDS[result['args']['device']]))} each; "
-        f"{SAMPLES_PER_BATCH} samples a batch; heads share the base's batches within a trial",
+        rule,
         "- rate: A/A any call (regression or improvement) is a false alarm; planted: regression; 95% Wilson interval",
-        "- rounds, wall s: medians per verdict inside a trial (live sandboxes); the full verdicts below include "
+        "- pairs, wall s: medians per verdict (the slots' opening and batch seconds); the full verdicts below are "
+        "measure_pair's own"
+        if pairs
+        else "- rounds, wall s: medians per verdict inside a trial (live sandboxes); the full verdicts below include "
         "opening and checking the sandboxes",
         "",
         "| " + " | ".join(header) + " |",
@@ -458,8 +683,13 @@ def main() -> None:
     parser.add_argument(
         "--process-pairs", type=int, default=0, help="also a full verdict over up to N fresh process pairs"
     )
+    parser.add_argument(
+        "--rule", default="rounds", choices=["rounds", "pairs"], help="pairs: see the docstring"
+    )
+    parser.add_argument("--slots", type=int, default=40, help="--rule pairs: slots per size")
+    parser.add_argument("--seed", type=int, default=0, help="--rule pairs: the trials' draws")
     args = parser.parse_args()
-    result = run(args)
+    result = run_pool(args) if args.rule == "pairs" else run(args)
     header, rows, text = render(result)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

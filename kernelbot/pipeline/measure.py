@@ -45,6 +45,10 @@ def looks(rounds: int, max_extra_rounds: int) -> list[int]:
 PROCESSES_PER_SIDE = 2  # sandboxes per side, used in turn round by round
 ROUNDS_PER_PAIR = 2  # run_pairs: rounds from each fresh process pair (base-head, then head-base)
 PAIR_LOOK_STEP = 8  # run_pairs: the verdict is looked at after every 8 pairs (and after the last)
+# run_pairs: a batch gets this share of a side's time budget. Within a process the batches agree closely; the
+# spread that matters is between processes, so more pairs buy more than longer batches (a pair's four
+# batches take ~0.6 s at the default 5 s, about what opening the next pair takes).
+PAIR_BATCH_SHARE = 1 / 32
 
 
 def pair_looks(max_pairs: int) -> list[int]:
@@ -103,6 +107,7 @@ def run_rounds(
     graph: bool = True,
     monitor: Monitor | None = None,
     judge: bool = True,
+    batch_s: float | None = None,
 ) -> Rounds:
     """Interleaved timing rounds on open, checked sandboxes {"base": [...], "head": [...]} (an empty list: the
     side does not exist). Round r uses each side's sandbox r mod their number.
@@ -113,13 +118,14 @@ def run_rounds(
     on plain calls and the rounds start again. With a `monitor`, a round during which the GPU's clocks
     moved or another process came onto it is taken again (up to REPEAT_SHARE of the rounds allowed).
     Undecided: more rounds, looked at on measure.looks' schedule, before "ambiguous". `judge` False: the
-    rounds only (run_pairs judges over pairs).
+    rounds only (run_pairs judges over pairs). `batch_s`: seconds a batch (default: the time budget over
+    `rounds`).
     """
     every = [h for hs in handles.values() for h in hs]
     for h in every:
         h.graph = "auto" if graph else "off"
     answers: dict[str, list[dict[str, Any]]] = {"base": [], "head": []}
-    budget = max(settings.time_budget_s / rounds, 0.05)
+    budget = max(batch_s or settings.time_budget_s / rounds, 0.05)
     schedule = looks(rounds, max_extra_rounds)
     alpha_per_look = alpha / len(schedule)
     out = Rounds(None, answers, 0)
@@ -239,7 +245,7 @@ def run_pairs(
                     measured = run_rounds(
                         {side: [h] for side, h in opened.items()}, settings, threshold=threshold,
                         alpha=alpha, rounds=ROUNDS_PER_PAIR, max_extra_rounds=0, graph=graph,
-                        monitor=monitor, judge=False,
+                        monitor=monitor, judge=False, batch_s=settings.time_budget_s * PAIR_BATCH_SHARE,
                     )  # fmt: skip
                 # at opening (its check) or during the rounds
                 failures = {s: h.failure for s, h in opened.items() if h.failure is not None}
