@@ -91,7 +91,7 @@ CHEAT_LIST: list[Cheat] = [
     # streams, threads, processes
     _c("side_stream", "matmul", None, "", "stream"),
     _c("thread_defer", "matmul", "rejected|incorrect", r"thread|outside atol", "concurrency"),
-    _c("thread_pool", "matmul", "rejected", r"started threads", "concurrency"),
+    _c("thread_pool", "matmul", "rejected", r"started threads|_thread\.start", "concurrency"),
     _c("subprocess_defer", "matmul", "rejected", r"child process|sandbox refused subprocess", "concurrency"),
     _c(
         "fork_defer",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -159,6 +160,13 @@ def test_a_process_started_past_the_audit_hook_stays_inside_the_os_sandbox(tmp_p
     assert "write-refused" in ev.reason and not outside.exists()
     assert "connect-refused" in ev.reason and listener.received == []
     assert _processes_with(marker) == []
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="Python 3.12 added the thread-start audit event")
+def test_a_thread_started_through_the_private_module_is_refused(tmp_path: Path) -> None:
+    ev = _attack("thread_raw", tmp_path)
+    assert ev.status == "rejected" and "_thread.start" in ev.reason, (ev.status, ev.reason)
+    assert reward(ev, None, None) == -1
 
 
 def test_an_answer_queued_before_the_judge_asks_is_rejected(tmp_path: Path) -> None:
