@@ -26,7 +26,7 @@ of an operator's verdict in a review.
 `--rule pairs` measures the rule with the process as the unit (thresholds.process_pairs, measure.run_pairs)
 instead. A verdict over pairs needs fresh processes for every pair, so 20 sequential full verdicts per head
 and size would not fit a device call; the run builds a pool instead. Per size it opens SLOTS slots, each a
-fresh sandbox per subject (base, A/A, +2%, +3%, +5%) opened together (the next slot's started ahead while
+fresh sandbox per subject (base, A/A, +2%, +3%, +5%) opened together (the next slots' started ahead while
 this one is timed, as run_pairs does), and times them in ROUNDS_PER_PAIR rounds (base and every head one
 batch a round, the order reversed the second round, rounds with a clock change or a new GPU process taken
 again). A trial of a head draws slots in a random order and applies the rule exactly as run_pairs does
@@ -59,9 +59,10 @@ if str(REPO) not in sys.path:
 import numpy as np  # noqa: E402
 
 from benchmarks.benchlib import Log, environment, print_table, wilson  # noqa: E402
-from kernelbot.harness.evaluate import Handle, Settings, start_ahead  # noqa: E402
+from kernelbot.harness.evaluate import Handle, Settings  # noqa: E402
 from kernelbot.harness.gpustate import Monitor, disturbed  # noqa: E402
 from kernelbot.pipeline.measure import (  # noqa: E402
+    AHEAD_PAIRS,
     EXTRA_ROUNDS,
     PAIR_BATCH_SHARE,
     PROCESSES_PER_SIDE,
@@ -69,6 +70,7 @@ from kernelbot.pipeline.measure import (  # noqa: E402
     ROUNDS,
     ROUNDS_PER_PAIR,
     SAMPLES_PER_BATCH,
+    Ahead,
     looks,
     measure_pair,
     open_checked,
@@ -458,7 +460,8 @@ def pool_slots(
     notes: list[str] = []
     calls: int | None = None
     graph = "auto"
-    waiting: dict[str, Any] = {}
+    # ahead on a GPU runner only, as run_pairs
+    waiting = Ahead(jobs, settings, AHEAD_PAIRS if monitor is not None else 0, n_slots)
     with cf.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         try:
             for k in range(n_slots):
@@ -466,13 +469,11 @@ def pool_slots(
                     notes.append(f"deadline after {k} slots")
                     break
                 t0 = time.monotonic()
-                futures = {
-                    n: pool.submit(open_checked, j, settings, waiting.pop(n, None)) for n, j in jobs.items()
-                }
+                started = waiting.take()
+                futures = {n: pool.submit(open_checked, j, settings, started.get(n)) for n, j in jobs.items()}
                 opened = {n: f.result() for n, f in futures.items()}
                 open_s = time.monotonic() - t0
-                if k + 1 < n_slots and monitor is not None:  # ahead on a GPU runner only, as run_pairs
-                    waiting = {n: start_ahead(j, "operator", settings) for n, j in jobs.items()}
+                waiting.top_up()
                 try:
                     failed = next((f"{n}: {h.failure.status}: {h.failure.reason}" for n, h in opened.items()
                                    if h.failure is not None), None)  # fmt: skip
@@ -498,9 +499,7 @@ def pool_slots(
                 if k % 8 == 7:
                     log.line(f"slot {k + 1}: opened in {open_s:.2f} s, modes {sorted(modes)}")
         finally:
-            for box in waiting.values():
-                if box is not None:
-                    box.close()
+            waiting.close()
     if monitor is not None and monitor.note:
         notes.append(monitor.note)
     return slots, notes

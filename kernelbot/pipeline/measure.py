@@ -10,6 +10,7 @@ a few rounds each, judged over pairs (run_pairs, stats.compare_processes).
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,10 @@ PAIR_LOOK_STEP = 8  # run_pairs: the verdict is looked at after every 8 pairs (a
 # spread that matters is between processes, so more pairs buy more than longer batches (a pair's four
 # batches take ~0.6 s at the default 5 s, about what opening the next pair takes).
 PAIR_BATCH_SHARE = 1 / 32
+# run_pairs on a GPU runner: the sandboxes of this many later pairs are started ahead. Their interpreters
+# import torch (~3-4 s on the H200) while a pair is loaded, checked and timed (~1.5-2 s), so one pair ahead
+# left each pair waiting for the rest of its imports.
+AHEAD_PAIRS = 2
 
 
 def pair_looks(max_pairs: int) -> list[int]:
@@ -77,6 +82,32 @@ class Rounds:
     total: int
     repeated: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+class Ahead:
+    """Sandboxes started ahead (evaluate.start_ahead) for the next `depth` of `total` openings of the same
+    jobs, one per job an opening, handed out in order; whatever is never taken is closed by `close`."""
+
+    def __init__(self, jobs: dict[str, dict[str, Any]], settings: Settings, depth: int, total: int) -> None:
+        self.jobs, self.settings, self.depth, self.total = jobs, settings, depth, total
+        self.taken = 0
+        self.queue: deque[dict[str, Sandbox | None]] = deque()
+
+    def take(self) -> dict[str, Sandbox | None]:
+        """The started sandboxes of the next opening (none for one that was not started ahead)."""
+        self.taken += 1
+        return self.queue.popleft() if self.queue else {}
+
+    def top_up(self) -> None:
+        """Start the openings after the one just taken, up to `depth` of them."""
+        while len(self.queue) < self.depth and self.taken + len(self.queue) < self.total:
+            self.queue.append({n: start_ahead(j, "operator", self.settings) for n, j in self.jobs.items()})
+
+    def close(self) -> None:
+        while self.queue:
+            for box in self.queue.popleft().values():
+                if box is not None:
+                    box.close()
 
 
 def open_checked(job: dict[str, Any], settings: Settings, started: Sandbox | None = None) -> Handle:
@@ -216,8 +247,8 @@ def run_pairs(
     together), ROUNDS_PER_PAIR interleaved rounds (run_rounds), then closed; the verdict over pairs
     (stats.compare_processes) after every PAIR_LOOK_STEP pairs, each look at alpha / the number of looks,
     until settled. Calls per sample and the sample mode are fixed by the first pair's first batch. Returns
-    the rounds and each side's failure, if one failed (the pairs stop there). `ahead`: the next pair's
-    sandboxes start (lazily: interpreters and imports, no device) while this pair is timed, which leaves
+    the rounds and each side's failure, if one failed (the pairs stop there). `ahead`: the next
+    AHEAD_PAIRS pairs' sandboxes start (lazily: interpreters and imports, no device) while this pair is timed, which leaves
     each pair little more than its load and check; on a GPU runner only, where the host's other cores are
     idle during a timing (on a 2-core CPU runner the imports would be the timing's neighbours)."""
     schedule = pair_looks(max_pairs)
@@ -227,17 +258,17 @@ def run_pairs(
     calls: int | None = None
     graph = True
     failures: dict[str, Evaluation] = {}
-    waiting: dict[str, Sandbox | None] = {}
+    waiting = Ahead(jobs, settings, AHEAD_PAIRS if ahead else 0, schedule[-1])
     with ThreadPoolExecutor(max_workers=2) as pool, contextlib.ExitStack() as leftovers:
-        leftovers.callback(_close_all, waiting)  # started ahead for a pair that never came
+        leftovers.callback(waiting.close)  # started ahead for pairs that never came
         for k in range(schedule[-1]):
+            started = waiting.take()
             opening = {
-                side: pool.submit(open_checked, job, settings, waiting.pop(side, None))
+                side: pool.submit(open_checked, job, settings, started.get(side))
                 for side, job in jobs.items()
             }
             opened = {side: future.result() for side, future in opening.items()}
-            if ahead and k + 1 < schedule[-1]:
-                waiting.update({side: start_ahead(job, "operator", settings) for side, job in jobs.items()})
+            waiting.top_up()
             try:
                 for h in opened.values():
                     h.calls = calls
@@ -277,12 +308,6 @@ def run_pairs(
                     break
     out.notes.insert(0, f"judged over {len(set(pair_of))} fresh process pairs")
     return out, failures
-
-
-def _close_all(boxes: dict[str, Sandbox | None]) -> None:
-    for box in boxes.values():
-        if box is not None:
-            box.close()
 
 
 def _fix_how(handles: list[Handle], answer: dict[str, Any]) -> None:
