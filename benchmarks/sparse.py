@@ -125,7 +125,11 @@ class Problem:
 
 
 def problem_set(
-    device: str, quick: bool = False, seed: int = 0, dtype: torch.dtype = torch.float32
+    device: str,
+    quick: bool = False,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    widths: tuple[int, ...] = WIDTHS,
 ) -> list[Problem]:
     sizes = QUICK_SIZES if quick else SIZES
     out = []
@@ -133,7 +137,7 @@ def problem_set(
         for s, (size, nnz) in enumerate(sizes.items()):
             gen = torch.Generator(device=device).manual_seed(seed * 1000 + c * 10 + s)
             matrix = build(nnz, gen, device).to(dtype)
-            for k in WIDTHS:
+            for k in widths:
                 shape = (matrix.shape[1],) if k == 1 else (matrix.shape[1], k)
                 x = torch.randn(shape, generator=gen, device=device).to(dtype)
                 out.append(Problem(f"{cls}/{size}/k{k}", cls, size, k, matrix, x))
@@ -330,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small matrices (a CPU check of the script)")
     parser.add_argument("--budget-s", type=float, default=1.5, help="timing budget per subject")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--widths", type=int, nargs="+", default=list(WIDTHS), help="SpMM widths (1: SpMV)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment(args.device)
@@ -337,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     rules = sparse_rules()
     rows: list[Row] = []
     began = time.monotonic()
-    for p in problem_set(args.device, quick=args.quick, dtype=getattr(torch, args.dtype)):
+    widths = tuple(args.widths)
+    for p in problem_set(args.device, quick=args.quick, dtype=getattr(torch, args.dtype), widths=widths):
         rows += run_problem(p, rules, timer, args.budget_s)
         print(f"{p.name}: {time.monotonic() - began:.0f} s", flush=True)
     summary = summarize(rows)
