@@ -66,6 +66,7 @@ from kernelbot.pipeline.measure import (  # noqa: E402
     EXTRA_ROUNDS,
     PAIR_BATCH_SHARE,
     PROCESSES_PER_SIDE,
+    RECHECK_SEEDS,
     REPEAT_SHARE,
     ROUNDS,
     ROUNDS_PER_PAIR,
@@ -470,7 +471,10 @@ def pool_slots(
                     break
                 t0 = time.monotonic()
                 started = waiting.take()
-                futures = {n: pool.submit(open_checked, j, settings, started.get(n)) for n, j in jobs.items()}
+                seeds = RECHECK_SEEDS if k else None  # as run_pairs: the full check in the first slot only
+                futures = {
+                    n: pool.submit(open_checked, j, settings, started.get(n), seeds) for n, j in jobs.items()
+                }
                 opened = {n: f.result() for n, f in futures.items()}
                 open_s = time.monotonic() - t0
                 waiting.top_up()

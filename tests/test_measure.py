@@ -296,6 +296,9 @@ def test_pairs_started_ahead_are_loaded_by_the_next_pair_and_none_is_left(
         return real_sandbox(*args, lazy=lazy)
 
     monkeypatch.setattr(evaluate, "_sandbox", sandbox)
+    checked: list[int | None] = []  # seeds asked of each check
+    real_check = evaluate.Handle.check
+    monkeypatch.setattr(evaluate.Handle, "check", lambda h, n=None: checked.append(n) or real_check(h, n))
     settings = Settings(time_budget_s=0.2, max_samples=10, timeout_s=120)
     measured, failures = measure.run_pairs(
         jobs, settings, threshold=0.25, alpha=0.01, max_pairs=3, ahead=True
@@ -307,6 +310,8 @@ def test_pairs_started_ahead_are_loaded_by_the_next_pair_and_none_is_left(
     assert measure.AHEAD_PAIRS >= 2  # pairs 2 and 3 both started while pair 1 was timed
     assert len(ahead) == 4  # for pairs 2 and 3, two sides each; none after the last
     assert made_now.count(True) == 2  # pairs 2 and 3 were opened on the sandboxes started ahead
+    # the first pair's processes take the protocol's full check, later pairs' a check on RECHECK_SEEDS seeds
+    assert checked == [None, None] + [measure.RECHECK_SEEDS] * 4
     assert all(box.proc.poll() is not None and box.subject.poll() is not None for box in ahead)
 
 

@@ -115,8 +115,10 @@ class Handle:
         for step, ms in (answer.pop("spent_ms", None) or {}).items():
             self.spent[step] = round(self.spent.get(step, 0.0) + ms, 3)
 
-    def check(self) -> dict[str, Any] | None:
-        seeds = [secrets.randbelow(2**31 - 1) for _ in range(self.settings.seeds)]  # fresh every time
+    def check(self, seeds_n: int | None = None) -> dict[str, Any] | None:
+        """Check on `seeds_n` fresh seeds (default: the settings' count, the protocol's check)."""
+        n = self.settings.seeds if seeds_n is None else seeds_n
+        seeds = [secrets.randbelow(2**31 - 1) for _ in range(n)]  # fresh every time
         return self._ask({"cmd": "check", "seeds": seeds})
 
     def time_batch(self, min_samples: int, max_samples: int, budget_s: float) -> dict[str, Any] | None:

@@ -54,6 +54,10 @@ PAIR_BATCH_SHARE = 1 / 32
 # import torch (~3-4 s on the H200) while a pair is loaded, checked and timed (~1.5-2 s), so one pair ahead
 # left each pair waiting for the rest of its imports.
 AHEAD_PAIRS = 2
+# run_pairs: seeds of the check in every pair after the first. The first pair's processes take the full check
+# (settings.seeds); later ones run the same code again and are checked on one fresh seed, which still catches
+# a process that loads or computes differently, at a fifth of the check's time.
+RECHECK_SEEDS = 1
 
 
 def pair_looks(max_pairs: int) -> list[int]:
@@ -110,11 +114,14 @@ class Ahead:
                     box.close()
 
 
-def open_checked(job: dict[str, Any], settings: Settings, started: Sandbox | None = None) -> Handle:
-    """A sandbox for `job` (`started`: one started ahead for it), checked once; its failure is on the handle."""
+def open_checked(
+    job: dict[str, Any], settings: Settings, started: Sandbox | None = None, seeds: int | None = None
+) -> Handle:
+    """A sandbox for `job` (`started`: one started ahead for it), checked once (on `seeds` fresh seeds, default
+    the settings'); its failure is on the handle."""
     handle = Handle(job, "operator", settings, started=started)
     if handle.failure is None:
-        handle.check()
+        handle.check(seeds)
     return handle
 
 
@@ -264,7 +271,9 @@ def run_pairs(
         for k in range(schedule[-1]):
             started = waiting.take()
             opening = {
-                side: pool.submit(open_checked, job, settings, started.get(side))
+                side: pool.submit(
+                    open_checked, job, settings, started.get(side), RECHECK_SEEDS if k else None
+                )
                 for side, job in jobs.items()
             }
             opened = {side: future.result() for side, future in opening.items()}
