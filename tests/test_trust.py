@@ -265,6 +265,15 @@ def test_outputs_computed_when_the_harness_copies_them_earn_nothing(
         assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
+def test_outputs_computed_after_an_answer_is_written_earn_nothing(tmp_path: Path) -> None:
+    """A wrapper of os.write ran after each answer (outside the judge's clock), read the next command from a
+    copy of the pipe and computed the pending outputs when 'outputs' came: reward 3 through `kernelbot
+    check` with the static check on, before the worker's write was bound at start and `os` watched."""
+    ev = _attack("write_peek", tmp_path)
+    assert reward(ev, None, None) == -1, (ev.status, ev.reason)
+    assert ev.status in ("incorrect", "rejected"), ev.reason
+
+
 @pytest.mark.parametrize("hook", ["scanner", "readv"])
 def test_outputs_computed_when_the_next_command_is_read_earn_nothing(hook: str, tmp_path: Path) -> None:
     """The worker reads and parses its commands through functions bound when it started (and CPython's C

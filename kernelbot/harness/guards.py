@@ -52,6 +52,7 @@ def _namespaces() -> dict[str, Any]:
     """
     spaces: dict[str, Any] = {
         "builtins": builtins,
+        "os": os,  # the worker's pipes and files: a function replaced there runs in the harness's own calls
         "time": time,
         "torch": torch,
         "torch.Tensor": torch.Tensor,

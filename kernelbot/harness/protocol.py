@@ -48,7 +48,7 @@ def open_sealed(key: bytes, frame: bytes) -> dict[str, Any]:
 def write_frame(fd: int, frame: bytes | memoryview) -> None:
     view = memoryview(frame).cast("B")
     while view:
-        written = os.write(fd, view)
+        written = _write(fd, view)
         view = view[written:]
 
 
@@ -67,6 +67,9 @@ def widen(fd: int) -> None:
 # module function looked up at call time (os.readv, select.select) ran the subject's code there, between its
 # last timed call and the copy of that call's outputs (an attacker's find, reward 3).
 _select, _readv, _monotonic = select.select, os.readv, time.monotonic
+# The answer's write too: a hook in os.write ran after each answer, outside the judge's clock, read the next
+# command from a copy of the pipe and computed the outputs before the copy (attacker round 4, reward 3).
+_write = os.write
 
 
 def read_into(fd: int, buffer: bytearray | memoryview, deadline: float) -> None:
