@@ -226,7 +226,7 @@ def _pairs(monkeypatch: Any, ms: dict[str, Any], max_pairs: int) -> Any:
     Process.opened = []
     made = {"base": 0, "head": 0}
 
-    def open_checked(job: dict[str, Any], _: Any, started: Any = None) -> Process:
+    def open_checked(job: dict[str, Any], _: Any, started: Any = None, seeds: Any = None) -> Process:
         side = job["side"]
         made[side] += 1
         value = ms[side](made[side])
