@@ -342,8 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     rules = sparse_rules()
     rows: list[Row] = []
     began = time.monotonic()
-    widths = tuple(args.widths)
-    for p in problem_set(args.device, quick=args.quick, dtype=getattr(torch, args.dtype), widths=widths):
+    dtype, widths = getattr(torch, args.dtype), tuple(args.widths)
+    for p in problem_set(args.device, quick=args.quick, dtype=dtype, widths=widths):
         rows += run_problem(p, rules, timer, args.budget_s)
         print(f"{p.name}: {time.monotonic() - began:.0f} s", flush=True)
     summary = summarize(rows)

@@ -265,22 +265,16 @@ def test_outputs_computed_when_the_harness_copies_them_earn_nothing(
         assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
-def test_outputs_computed_after_an_answer_is_written_earn_nothing(tmp_path: Path) -> None:
-    """A wrapper of os.write ran after each answer (outside the judge's clock), read the next command from a
-    copy of the pipe and computed the pending outputs when 'outputs' came: reward 3 through `kernelbot
-    check` with the static check on, before the worker's write was bound at start and `os` watched."""
-    ev = _attack("write_peek", tmp_path)
-    assert reward(ev, None, None) == -1, (ev.status, ev.reason)
-    assert ev.status in ("incorrect", "rejected"), ev.reason
-
-
-@pytest.mark.parametrize("hook", ["scanner", "readv"])
+@pytest.mark.parametrize("hook", ["scanner", "readv", "write"])
 def test_outputs_computed_when_the_next_command_is_read_earn_nothing(hook: str, tmp_path: Path) -> None:
-    """The worker reads and parses its commands through functions bound when it started (and CPython's C
-    JSON scanner, made there): a hook in json's decoder or in os.readv never sees a command, so this
-    candidate never learns it is timed and computes honestly (3.4-4.7x 'faster', reward 3, before)."""
+    """The worker reads and parses its commands and writes its answers through functions bound when it
+    started (and CPython's C JSON scanner, made there): a hook in json's decoder, os.readv or os.write never
+    sees a command, so this candidate never learns it is timed and computes honestly (3.4-5.3x 'faster',
+    reward 3, before). `os` is watched too: replacing its functions is rejected."""
     honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
     ev = _attack("lazy_command", tmp_path, HOOK=hook)
+    if hook == "write":  # a wrapper of os.write is caught by the watch on os
+        assert reward(ev, None, None) == -1 and ev.status in ("incorrect", "rejected"), ev.reason
     assert honest.ok and honest.timing is not None
     if ev.ok:
         assert ev.timing is not None and ev.timing.median_ms > 0.5 * honest.timing.median_ms, ev.timing

@@ -115,9 +115,9 @@ class Handle:
         for step, ms in (answer.pop("spent_ms", None) or {}).items():
             self.spent[step] = round(self.spent.get(step, 0.0) + ms, 3)
 
-    def check(self, seeds_n: int | None = None) -> dict[str, Any] | None:
-        """Check on `seeds_n` fresh seeds (default: the settings' count, the protocol's check)."""
-        n = self.settings.seeds if seeds_n is None else seeds_n
+    def check(self, n_seeds: int | None = None) -> dict[str, Any] | None:
+        """Check on `n_seeds` fresh seeds (default: the settings' count, the protocol's check)."""
+        n = self.settings.seeds if n_seeds is None else n_seeds
         seeds = [secrets.randbelow(2**31 - 1) for _ in range(n)]  # fresh every time
         return self._ask({"cmd": "check", "seeds": seeds})
 

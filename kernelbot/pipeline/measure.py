@@ -115,13 +115,13 @@ class Ahead:
 
 
 def open_checked(
-    job: dict[str, Any], settings: Settings, started: Sandbox | None = None, seeds: int | None = None
+    job: dict[str, Any], settings: Settings, started: Sandbox | None = None, n_seeds: int | None = None
 ) -> Handle:
-    """A sandbox for `job` (`started`: one started ahead for it), checked once (on `seeds` fresh seeds, default
-    the settings'); its failure is on the handle."""
+    """A sandbox for `job` (`started`: one started ahead for it), checked once (on `n_seeds` fresh seeds,
+    default the settings'); its failure is on the handle."""
     handle = Handle(job, "operator", settings, started=started)
     if handle.failure is None:
-        handle.check(seeds)
+        handle.check(n_seeds)
     return handle
 
 
@@ -255,9 +255,10 @@ def run_pairs(
     (stats.compare_processes) after every PAIR_LOOK_STEP pairs, each look at alpha / the number of looks,
     until settled. Calls per sample and the sample mode are fixed by the first pair's first batch. Returns
     the rounds and each side's failure, if one failed (the pairs stop there). `ahead`: the next
-    AHEAD_PAIRS pairs' sandboxes start (lazily: interpreters and imports, no device) while this pair is timed, which leaves
-    each pair little more than its load and check; on a GPU runner only, where the host's other cores are
-    idle during a timing (on a 2-core CPU runner the imports would be the timing's neighbours)."""
+    AHEAD_PAIRS pairs' sandboxes start (lazily: interpreters and imports, no device) while this pair is
+    timed, which leaves each pair little more than its load and check; on a GPU runner only, where the
+    host's other cores are idle during a timing (on a 2-core CPU runner the imports would be the timing's
+    neighbours)."""
     schedule = pair_looks(max_pairs)
     alpha_per_look = alpha / len(schedule)
     out = Rounds(None, {"base": [], "head": []}, 0)
