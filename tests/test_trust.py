@@ -354,13 +354,15 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     compiler.chmod(0o755)
     (tmp_path / "secret.txt").write_text("runner secret")
     path = f"{prefix / 'bin'}:/usr/bin:/bin"
-    assert jail.toolchain_paths(path) == []  # in a temporary folder: never bound (the runner's /tmp)
+    # The system's own (the H100 image's /usr/bin/cc leads to /opt/gcc): bound whatever this test adds.
+    system = jail.toolchain_paths("/usr/bin:/bin")
+    assert jail.toolchain_paths(path) == system  # in a temporary folder: never bound (the runner's /tmp)
     monkeypatch.setattr(jail, "_temp_dirs", lambda: {Path("/nonexistent-temp")})  # this test's stand-in /opt
-    assert jail.toolchain_paths(path) == [prefix]
+    assert jail.toolchain_paths(path) == sorted({*system, prefix})
     monkeypatch.chdir(
         tmp_path
     )  # "gcc/bin" names the compiler from here: a relative entry is still not searched
-    assert jail.toolchain_paths("gcc/bin:/usr/bin:/bin") == []
+    assert jail.toolchain_paths("gcc/bin:/usr/bin:/bin") == system
     monkeypatch.chdir("/")
     monkeypatch.setenv("PATH", path)
     env = jail.environment({})
@@ -372,6 +374,17 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     assert done.stdout.split() == ["compiled", "hidden", "ro"], done.stderr
+
+
+def test_a_memory_limit_too_small_to_load_torch_is_named_in_the_reason() -> None:
+    """Under 300 MB of address space torch cannot even be loaded (a CUDA build failed under 3000 MB): the
+    reason names the setting to raise, not only the loader's last words."""
+    ev = evaluate(
+        MATMUL, "candidate", replace(SETTINGS, memory_limit_mb=300), candidate=str(HONEST / "matmul_plain.py")
+    )
+    assert (
+        ev.status == "crashed" and "memory limit (300 MB)" in ev.reason and "memory_limit_mb" in ev.reason
+    ), ev.reason
 
 
 def test_the_sandboxs_tmp_is_capped_and_the_rest_of_its_root_is_read_only(
@@ -398,10 +411,10 @@ def test_the_sandboxs_tmp_is_capped_and_the_rest_of_its_root_is_read_only(
     ev = evaluate(
         MATMUL,
         "candidate",
-        replace(SETTINGS, memory_limit_mb=3000),
+        replace(SETTINGS, memory_limit_mb=12000),  # 3000 MB: too little to import the H100 image's CUDA torch
         candidate=str(HONEST / "matmul_plain.py"),
     )
-    assert ev.ok and seen and set(seen) == {3000 << 20}, (ev.reason, seen)
+    assert ev.ok and seen and set(seen) == {12000 << 20}, (ev.reason, seen)
 
 
 def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:

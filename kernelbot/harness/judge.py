@@ -527,8 +527,11 @@ class Judge:
         judged_ms = _median([c + o for c, o, _ in clocks])  # a sample by this process's clock
         if self._short(judged_ms, calls):
             # Samples this short at calls fixed beforehand (a subject fast now, slow when they were chosen):
-            # the margin could cover a whole sample, so each counts this process's time.
-            counted = [max(ms, c + o + e) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
+            # the margin could cover a whole sample, so each counts this process's time, less only the bare
+            # round trip (a ping: no round trip is shorter). The go floor, an overhead taken at a full sample's
+            # length, can exceed a short sample's own and hid half of a 38 us forged sample on an H100 host.
+            rtt = max(0.0, self.go_floor_ms - self.ping_floor_ms)
+            counted = [max(ms, c + o + e + rtt) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
         return {
             "times_ms": [ms / calls for ms in counted],
             "debug": [clocks, self.go_floor_ms],

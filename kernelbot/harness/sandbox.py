@@ -109,6 +109,10 @@ def _signal_reason(returncode: int) -> str:
     return f"the process exited with code {returncode} before answering (os._exit or sys.exit in candidate code?)"
 
 
+# What an allocation or a library load that RLIMIT_AS refused prints (Python, C++, the loader).
+OUT_OF_ADDRESS_SPACE = ("std::bad_alloc", "MemoryError", "Cannot allocate memory", "failed to map segment")
+
+
 class Sandbox:
     """A judge process and a subject process, each jailed: `request` sends one command to the judge and
     waits for its sealed answer. The subject (operator, baseline or candidate) talks only to the judge."""
@@ -139,6 +143,7 @@ class Sandbox:
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox; closed in close())
         self._subject_log = tempfile.TemporaryFile()  # noqa: SIM115 (likewise)
         limit = memory_limit_mb * 1024 * 1024 if device == "cpu" else None
+        self._limit_mb = memory_limit_mb if limit is not None else None
 
         def jailed(caches: Path | None) -> dict[str, Any]:
             writable = [caches] if caches is not None else []
@@ -220,12 +225,17 @@ class Sandbox:
             answer["reason"] = why + self.log_tail(self._subject_log)
         return answer
 
-    @staticmethod
-    def log_tail(log: Any, lines: int = 6) -> str:
+    def log_tail(self, log: Any, lines: int = 6) -> str:
         log.seek(0)
         text = log.read()[-4000:].decode(errors="replace").strip().splitlines()[-lines:]
         shown = " | ".join(line.strip() for line in text if line.strip())
-        return f"; it printed last: {shown}" if shown else ""
+        hint = ""
+        if self._limit_mb is not None and any(m in shown for m in OUT_OF_ADDRESS_SPACE):
+            # A CUDA build of torch maps GBs of address space on import even for a CPU evaluation (the H100
+            # image's torch 2.11+cu130 failed under 3000 MB): the limit, not the code, may be what broke.
+            hint = (f"; it ran out of address space under the CPU memory limit ({self._limit_mb} MB): "
+                    "raise memory_limit_mb in the config if this is not the code's own doing")  # fmt: skip
+        return hint + (f"; it printed last: {shown}" if shown else "")  # the hint first: a reason may be cut
 
     def kill(self) -> None:
         """Both processes and all they started: killing a jail's first process ends its PID namespace."""
