@@ -7,6 +7,7 @@ The runner's secrets are planted in this process's environment and on its disk; 
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -364,7 +365,8 @@ def test_a_compiler_installed_outside_the_system_folders_runs_in_the_sandbox(
     )  # "gcc/bin" names the compiler from here: a relative entry is still not searched
     assert jail.toolchain_paths("gcc/bin:/usr/bin:/bin") == system
     monkeypatch.chdir("/")
-    monkeypatch.setenv("PATH", path)
+    # bwrap may live elsewhere on PATH (the device's .dev/bin): kept, after the test's own entries
+    monkeypatch.setenv("PATH", f"{path}:{os.environ['PATH']}")
     env = jail.environment({})
     cmd = jail.bwrap_command(
         ["/bin/sh", "-c", f"gcc; cat {tmp_path / 'secret.txt'} || echo hidden; touch {prefix}/x || echo ro"],
