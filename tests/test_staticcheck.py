@@ -327,6 +327,11 @@ BYPASSES = [
     ("dynamic-code", "passes the module torch.backends.cudnn", "import torch\nc = torch.backends.cudnn\n"),
     ("concurrency", "uses torch.os.system", "import torch\ntorch.os.system('true')\n"),
     ("introspection", "uses torch.sys.modules", "import torch\nm = torch.sys.modules\n"),
+    # os held by another module, under a private alias (attacker round 4 patched os.write through it)
+    ("dynamic-code", "passes the module os around", "import tempfile\no = tempfile._os\no.write = print\n"),
+    ("dynamic-code", "passes the module os around", "import shutil\nx = shutil.os\nx.system('true')\n"),
+    ("concurrency", "uses tempfile._os.system", "import tempfile\ntempfile._os.system('true')\n"),
+    ("concurrency", "uses tempfile._os.system", "from tempfile import _os\n_os.system('true')\n"),
     # frame, traceback and generator attributes, literal and spelt as (folded) strings
     ("introspection", "reads .f_builtins", "b = frame.f_builtins\n"),
     ("introspection", "reads .gi_frame", "f = gen.gi_frame\n"),

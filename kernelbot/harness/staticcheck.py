@@ -60,6 +60,15 @@ class Finding:
     message: str  # one line: what was found and why it is not allowed
 
 
+def _reexported(parts: list[str], start: int) -> str | None:
+    """The dotted name from parts[start] on, where that part is a module another one holds as a global
+    (`torch.os`), also under a private alias (`tempfile._os`); else None."""
+    for head in (parts[start], parts[start].lstrip("_")):
+        if head in REEXPORTED:
+            return ".".join([head, *parts[start + 1 :]])
+    return None
+
+
 def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
@@ -387,9 +396,9 @@ class _Scanner(ast.NodeVisitor):
         """A finding when the name (or a module re-exported inside it: `torch.os.system`) is forbidden."""
         parts = name.split(".")
         for start in range(len(parts)):
-            if start and parts[start] not in REEXPORTED:
+            tail = _reexported(parts, start) if start else name
+            if tail is None:
                 continue
-            tail = ".".join(parts[start:])
             for rule, (prefixes, why) in FORBIDDEN.items():
                 for prefix in prefixes:
                     if _under(tail, prefix):
@@ -465,9 +474,13 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(node, ast.Name) and node.id in self.modules:
             return self.aliases[node.id]
         name = self.dotted(node)
-        if name is not None and self.is_module_path(node) and name in GUARDED_NAMESPACES:
+        if name is None or not self.is_module_path(node):
+            return None
+        if name in GUARDED_NAMESPACES:
             return name
-        return None
+        parts = name.split(".")  # `shutil.os`, `tempfile._os`: os, held by another module
+        tails = (_reexported(parts, start) for start in range(1, len(parts)))
+        return next((t for t in tails if t in GUARDED_NAMESPACES), None)
 
     def escaped(self, node: ast.expr) -> None:
         """A guarded module used as a value (not the object of an attribute access): `m = os`, `f(os)`."""
