@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from kernelbot.harness import jail
-from kernelbot.harness.evaluate import Settings, evaluate
+from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate, out_of_time
 from kernelbot.harness.results import Evaluation, reward
+from kernelbot.harness.staticcheck import scan
 
 HERE = Path(__file__).parent / "adversarial"
 TRUST, OPS, HONEST = HERE / "trust", HERE / "ops", HERE / "honest"
@@ -336,6 +337,19 @@ def test_a_candidate_cannot_choose_its_own_failure_status_or_fields(tmp_path: Pa
 def test_a_module_planted_in_the_compiler_cache_does_not_vouch_for_its_importer(tmp_path: Path) -> None:
     ev = _attack("generated_module", tmp_path)
     assert ev.status in ("rejected", "build_error") and "sys._getframe" in ev.reason
+
+
+def test_a_harness_helper_replaced_to_work_in_the_refresh_is_rejected(tmp_path: Path) -> None:
+    ev = _attack("refresh_helper", tmp_path)
+    assert ev.status == "rejected" and "kernelbot.harness.inputs._reorder was replaced" in ev.reason, ev
+    found = scan((TRUST / "refresh_helper.py").read_text())  # and the static check refuses it first
+    assert any("pkgutil.resolve_name" in f.message for f in found), found
+
+
+def test_a_failure_in_the_clocks_words_is_still_the_candidates(tmp_path: Path) -> None:
+    ev = _attack("clock_words", tmp_path)
+    assert ev.reason.endswith(OUT_OF_TIME) and ev.status != "timeout", ev
+    assert not out_of_time(ev.status, ev.reason) and reward(ev, None, None) == -1
 
 
 def test_proc_through_a_doubled_slash_or_a_relative_path_is_refused(tmp_path: Path) -> None:

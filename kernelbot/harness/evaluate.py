@@ -35,6 +35,13 @@ class Settings:
 OUT_OF_TIME = "stopped: the run's time limit (--time) ran out"
 
 
+def out_of_time(status: str, reason: str) -> bool:
+    """Cut by the run's deadline (Handle's own branches), not judged. By status too, not the reason alone: a
+    candidate that raised an exception named `stopped` with that text once dodged its −1 so, but no subject
+    can give the status "timeout"."""
+    return status == "timeout" and reason == OUT_OF_TIME
+
+
 class Handle:
     """A live sandbox holding one loaded subject; lets the caller interleave timing of several."""
 

@@ -199,6 +199,8 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "__loader__",
             "__spec__",
             "importlib",
+            "pkgutil.resolve_name",  # a module by a name built at run time (attacker round 5: the harness's own)
+            "pydoc.locate",
             "runpy",
             "builtins",
             "__builtins__",

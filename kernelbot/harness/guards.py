@@ -72,6 +72,11 @@ def _namespaces() -> dict[str, Any]:
     for name, value in vars(torch.nn).items():
         if isinstance(value, type) and issubclass(value, torch.nn.Module):
             spaces[f"torch.nn.{name}"] = value
+    # Every harness module loaded in this process: the worker's helpers look their names up at call time (an
+    # attacker replaced kernelbot.harness.inputs._reorder and did a sample's work inside the refresh).
+    for name, module in list(sys.modules.items()):
+        if name == "kernelbot" or name.startswith("kernelbot."):
+            spaces.setdefault(name, module)
     return spaces
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from kernelbot.config import Config
 from kernelbot.errors import OperatorError
 from kernelbot.fingerprint import Fingerprint
-from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate
+from kernelbot.harness.evaluate import Settings, evaluate, out_of_time
 from kernelbot.harness.protocol import HIDDEN_WORK
 from kernelbot.harness.results import Evaluation
 from kernelbot.pipeline import baselines
@@ -52,7 +52,7 @@ def _compile_baseline(job: dict[str, Any], settings: Settings, device: str) -> t
         runs.append(evaluate(job, "compile", limited))
         last_s = time.monotonic() - began
     # A run the clock cut short says nothing of torch.compile: it neither decides nor lets the baseline be cached.
-    made = [ev for ev in runs if ev.reason != OUT_OF_TIME]
+    made = [ev for ev in runs if not out_of_time(ev.status, ev.reason)]
     complete = len(made) == len(runs) and (len(runs) == wanted or not runs[-1].ok)
     return fastest(made or runs), complete
 
@@ -121,7 +121,7 @@ def check_operator(
     progress(f"{spec.name}: checking and timing the operator")
     reference = evaluate(job, "operator", settings)
     if not reference.ok:
-        if reference.reason == OUT_OF_TIME:
+        if out_of_time(reference.status, reference.reason):
             raise OperatorError(
                 f"{spec.name}: the time limit ran out while the operator itself was timed; give --time more"
             )

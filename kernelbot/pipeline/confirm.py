@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kernelbot.harness.evaluate import OUT_OF_TIME, Handle, Settings
+from kernelbot.harness.evaluate import Handle, Settings, out_of_time
 from kernelbot.harness.results import Evaluation
 from kernelbot.pipeline.measure import side_by_side
 from kernelbot.pipeline.results import CheckReport
@@ -54,11 +54,14 @@ def confirm_once(
         with Handle(candidate_job or job, "candidate", limits, candidate=candidate) as handle:
             if handle.failure is None:
                 handle.check()
-            if handle.failure is not None and handle.failure.reason == OUT_OF_TIME:
+            if handle.failure is not None and out_of_time(handle.failure.status, handle.failure.reason):
                 return None  # the run's clock, not the candidate: it keeps its check (seen on an H100)
             if handle.failure is not None:  # it passed once and not now: wrong on these fresh inputs
                 return Confirmed(-1, {}, handle.failure)
             batches = side_by_side({**baselines, "candidate": handle}, limits)
+            failure = handle.failure  # a sandbox that failed in the rounds: the candidate's own, unless the clock
+            if batches is None and failure is not None and not out_of_time(failure.status, failure.reason):
+                return Confirmed(-1, {}, failure)
     finally:
         for baseline in baselines.values():
             baseline.close()

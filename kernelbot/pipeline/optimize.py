@@ -14,7 +14,7 @@ from kernelbot.analysis.analyze import analyze_operator
 from kernelbot.config import Config, PrecisionPolicy
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
-from kernelbot.harness.evaluate import OUT_OF_TIME, Settings, evaluate
+from kernelbot.harness.evaluate import Settings, evaluate, out_of_time
 from kernelbot.harness.results import reward, speedup
 from kernelbot.pipeline import baselines
 from kernelbot.pipeline.check import check_operator, settings_for
@@ -161,7 +161,7 @@ def optimize_operator(
                 candidate=str(path),
                 require_kernel=proposal.require_kernel,
             )
-            if ev.reason == OUT_OF_TIME:
+            if out_of_time(ev.status, ev.reason):
                 result.stopped_by = "time"
             fb = Feedback(
                 proposal,

@@ -13,7 +13,7 @@ from kernelbot.config import Config, gated, load_config
 from kernelbot.errors import ConfigError, KernelbotError, StorageError
 from kernelbot.fingerprint import Fingerprint
 from kernelbot.harness import stop
-from kernelbot.harness.evaluate import OUT_OF_TIME
+from kernelbot.harness.evaluate import out_of_time
 from kernelbot.pipeline import baselines
 from kernelbot.pipeline.check import settings_for
 from kernelbot.pipeline.detect import Change, detect
@@ -104,7 +104,7 @@ def _measure(
         pair.rounds,
     )
     result.notes.extend(pair.notes)
-    if any(ev is not None and ev.reason == OUT_OF_TIME for ev in (pair.base, pair.head)):
+    if any(ev is not None and out_of_time(ev.status, ev.reason) for ev in (pair.base, pair.head)):
         # Cut by the run's budget, not broken: no verdict, and not counted against the head.
         result.verdict, result.stopped_by = None, "time"
         result.error = (

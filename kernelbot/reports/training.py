@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernelbot.agents.learning import TrainingRow
-from kernelbot.harness.evaluate import OUT_OF_TIME
+from kernelbot.harness.evaluate import out_of_time
 from kernelbot.history import History
 from kernelbot.history.outcomes import candidate_outcomes
 
@@ -24,7 +24,7 @@ def training_rows(urls: Sequence[str]) -> list[TrainingRow]:
         finally:
             history.close()
         for o in outcomes:
-            if o.reason == OUT_OF_TIME:  # cut by its run's deadline, not judged: neither a loss nor a cost
+            if out_of_time(o.status, o.reason):  # cut by its run's deadline, not judged: neither a loss nor a cost
                 continue
             facts = dict(o.facts or {})
             facts.setdefault("gpu", o.gpu or "cpu")  # runs stored before the facts named their GPU
