@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kernelbot.harness import timing
-from kernelbot.harness.judge import GROSS, TOLERANCE, bound, charge
+from kernelbot.harness.judge import GROSS, TOLERANCE, bound, charge, own_clock
 from kernelbot.harness.timing import (
     HIDDEN_WORK_MARGIN_MS,
     MIN_CPU_SHARE,
@@ -119,3 +119,21 @@ def test_one_sample_far_past_the_judges_clock_counts_that_clock() -> None:
 def test_untimed_steps_are_charged_beyond_their_floor() -> None:
     assert charge(1.0, 1.0, (1.1, 0.2)) == 0.0  # an honest refresh
     assert charge(3.0, 1.0, (1.1, 0.2)) == pytest.approx(1.7)  # work moved into it
+
+
+def test_short_samples_count_the_judges_clock_less_a_one_call_samples_overhead() -> None:
+    """On an H100 host a full-length honest sample's overhead (the go floor, 0.045 ms here) exceeded a one-call
+    sample's (0.020 ms): less the former, a forged claim of ~0 for 0.038 ms of work counted 0.017 ms."""
+    go_floor, short_floor, work = 0.045, 0.020, 0.038
+    forged = (
+        0.0,
+        short_floor + work - go_floor - 0.0,
+        0.0,
+    )  # (claimed, over, excess) as Judge._time builds it
+    honest = (work, short_floor - go_floor, 0.0)
+    counted = own_clock([0.0, work], [forged, honest], go_floor, short_floor)
+    assert counted[0] == pytest.approx(work) and counted[1] == pytest.approx(work)  # honest: not over-charged
+    old_rule = max(0.0, forged[0] + forged[1] + forged[2])  # less the go floor alone
+    assert old_rule == pytest.approx(work - (go_floor - short_floor))
+    # where the one-call overhead is the larger, the go floor is what is taken off: never less charged
+    assert own_clock([0.0], [(0.0, 0.06 + work - 0.06, 0.0)], 0.06, 0.09) == [pytest.approx(work)]

@@ -98,6 +98,16 @@ def bound(
     return counted
 
 
+def own_clock(
+    counted: list[float], clocks: list[tuple[float, float, float]], go_floor_ms: float, short_floor_ms: float
+) -> list[float]:
+    """Each sample at least the judge's time for it (go, less the overhead of a one-call honest sample, or
+    of a full-length one where that is the smaller), plus its excess. `over` in `clocks` is taken against the
+    full-length floor, so the difference is added back."""
+    back = go_floor_ms - min(go_floor_ms, short_floor_ms)
+    return [max(ms, c + o + e + back) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
+
+
 def charge(step_ms: float, floor_ms: float, tolerance: tuple[float, float]) -> float:
     """What of an untimed step the subject controls (refresh, arm) is charged to its sample."""
     factor, margin = tolerance
@@ -133,7 +143,7 @@ class Judge:
         self.op: Operator | None = None
         self.candidate = False  # set by load()
         self.timer: timing.Timer | None = None
-        self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
+        self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = self.short_floor_ms = 0.0
         self._model64: Any = (
             None  # the reference in float64, built when first needed, dropped after the check
         )
@@ -218,6 +228,9 @@ class Judge:
         calls = max(1, min(1_000_000, math.ceil(64 * target_ms / max(probe_ms, 1e-6))))
         overs = [go - claimed for go, claimed in (self._busy(calls) for _ in range(FLOOR_SAMPLES))]
         self.ping_floor_ms, self.go_floor_ms = _median(pings[2:]), _median(overs[2:])
+        # The same for a one-call sample: the overhead of a full-length one can exceed a short one's.
+        shorts = [go - claimed for go, claimed in (self._busy(1) for _ in range(FLOOR_SAMPLES))]
+        self.short_floor_ms = _median(shorts[2:])
         if device == "cuda":
             arms = []
             for _ in range(FLOOR_SAMPLES):
@@ -527,11 +540,10 @@ class Judge:
         judged_ms = _median([c + o for c, o, _ in clocks])  # a sample by this process's clock
         if self._short(judged_ms, calls):
             # Samples this short at calls fixed beforehand (a subject fast now, slow when they were chosen):
-            # the margin could cover a whole sample, so each counts this process's time, less only the bare
-            # round trip (a ping: no round trip is shorter). The go floor, an overhead taken at a full sample's
-            # length, can exceed a short sample's own and hid half of a 38 us forged sample on an H100 host.
-            rtt = max(0.0, self.go_floor_ms - self.ping_floor_ms)
-            counted = [max(ms, c + o + e + rtt) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
+            # the margin could cover a whole sample, so each counts this process's time less a one-call
+            # sample's overhead. Less a full-length sample's, which was the larger on an H100 host, a forged
+            # sample of 38 us of work counted 17 us.
+            counted = own_clock(counted, clocks, self.go_floor_ms, self.short_floor_ms)
         return {
             "times_ms": [ms / calls for ms in counted],
             "debug": [clocks, self.go_floor_ms],
