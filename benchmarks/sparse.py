@@ -142,6 +142,7 @@ def problem_set(
                 x = torch.randn(shape, generator=gen, device=device).to(dtype)
                 yield Problem(f"{cls}/{size}/k{k}", cls, size, k, matrix, x)
                 del x  # before the next width's operand is drawn
+            del matrix  # and the matrix before the next one is built
 
 
 # -- one problem: every format ----------------------------------------------------------------------------
@@ -357,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             rows += run_problem(p, rules, timer, args.budget_s)
         except torch.OutOfMemoryError as exc:  # cuSPARSE's own product did not fit: the problem is skipped
-            first = str(exc).split(". ")[0]
+            first = str(exc).split(". GPU")[0]  # "CUDA out of memory. Tried to allocate 24.00 GiB"
             rows.append(
                 Row(p.name, p.matrix_class, p.size, p.k, TORCH, "error", error=f"out of memory: {first}")
             )

@@ -32,7 +32,9 @@ def test_a_problem_out_of_memory_is_skipped_and_results_are_saved_as_they_come(
                         "--budget-s", "0.01"]) == 0  # fmt: skip
     data = json.loads((tmp_path / "results.json").read_text())
     skipped = [r for r in data["rows"] if r["problem"] == "banded/small/k4"]
-    assert [(r["status"], r["error"]) for r in skipped] == [("error", "out of memory: CUDA out of memory")]
+    assert [(r["status"], r["error"]) for r in skipped] == [
+        ("error", "out of memory: CUDA out of memory. Tried to allocate 24.00 GiB")
+    ]
     assert len(seen) == 8 and [s["problem"] for s in data["summary"]] == [
         n for n in seen if n != "banded/small/k4"
     ]
