@@ -69,7 +69,7 @@ def test_input_sets_shrink_to_the_gpu_memory(monkeypatch: pytest.MonkeyPatch) ->
     assert budget == 8 * gib // inputs.MEMORY_SHARE == 128 * 1024**2
     assert inputs.input_sets_for(1000, 16 * 1024**2, budget) == 8  # 8 sets of 16 MiB in 128 MiB
     assert inputs.input_sets_for(1000, int(6.4e9), budget) == 1  # never fewer than one
-    assert inputs.input_sets_for(1000, 1024, inputs.MAX_INPUT_SET_BYTES) == inputs.MAX_INPUT_SETS
+    assert inputs.input_sets_for(5000, 1024, inputs.MAX_INPUT_SET_BYTES) == inputs.MAX_INPUT_SETS
     assert inputs.memory_note("cuda") == " (this process peaked at 3.0 GiB; 1.0 of 141.0 GiB free on the GPU)"
     assert inputs.memory_note("cpu") == ""
 

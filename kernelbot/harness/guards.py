@@ -7,12 +7,15 @@ import os
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.autograd.grad_mode
 import torch.library
 import torch.nn.functional
+import torch.utils._contextlib
 
 from kernelbot.harness import compare, link, protocol, timing
 
@@ -72,11 +75,25 @@ def _namespaces() -> dict[str, Any]:
     for name, value in vars(torch.nn).items():
         if isinstance(value, type) and issubclass(value, torch.nn.Module):
             spaces[f"torch.nn.{name}"] = value
-    # Every harness module loaded in this process: the worker's helpers look their names up at call time (an
-    # attacker replaced kernelbot.harness.inputs._reorder and did a sample's work inside the refresh).
+    # Every harness module loaded in this process, and the modules they use: the worker's helpers look their
+    # names up at call time (an attacker replaced kernelbot.harness.inputs._reorder and did a sample's work
+    # inside the refresh). Not sys or warnings, whose attributes honest code swaps (streams, showwarning).
     for name, module in list(sys.modules.items()):
         if name == "kernelbot" or name.startswith("kernelbot."):
             spaces.setdefault(name, module)
+            for used in vars(module).values():
+                if isinstance(used, types.ModuleType) and used.__name__ not in (
+                    "sys",
+                    "warnings",
+                    "__main__",
+                ):
+                    spaces.setdefault(used.__name__, used)
+    # Grad-mode context managers: their __enter__/__exit__ are looked up on the class when a block starts and
+    # ends (round 6 replaced no_grad.__exit__ to work after the refresh).
+    for module in (torch.autograd.grad_mode, torch.utils._contextlib):
+        for name, value in vars(module).items():
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                spaces[f"{module.__name__}.{name}"] = value
     return spaces
 
 

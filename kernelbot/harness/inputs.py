@@ -9,6 +9,9 @@ from typing import Any
 
 import torch
 
+# Bound before any subject code runs (see without_grad).
+_grad_enabled, _set_grad = torch.is_grad_enabled, torch._C._set_grad_enabled
+
 
 class Failure(Exception):
     """What went wrong with an evaluation, as the judge reports it (status, one-line reason, extra fields)."""
@@ -19,7 +22,9 @@ class Failure(Exception):
 
 
 MAX_INPUT_SET_BYTES = 512 * 1024 * 1024
-MAX_INPUT_SETS = 64
+# One set a call up to this many: a set given twice in a sample lets a cache answer the second call (attacker
+# round 6: 2.3x eager at 64 sets, the calls a sample chosen while a single set was called back to back).
+MAX_INPUT_SETS = 1024
 # Each process keeps two copies of the sets it rotates (the pristine masters and what the calls get), and a
 # measurement runs four sandboxes (two a side): the sets may take 1/MEMORY_SHARE of the device's memory, so
 # all of them together stay under an eighth of it and the operators' own working sets have the rest. Total,
@@ -145,6 +150,18 @@ def _reorderable(v: Any) -> bool:
     return isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous()
 
 
+def without_grad(fn: Any, *args: Any) -> Any:
+    """fn(*args) with grad mode off, by functions bound at import. Not `with torch.no_grad()`: that class's
+    __exit__ is looked up when the block ends, after a refresh has written every input or a sample's calls
+    are done (attacker round 6 replaced it and did the sample's work there, uncharged: reward 3)."""
+    enabled = _grad_enabled()
+    _set_grad(False)
+    try:
+        return fn(*args)
+    finally:
+        _set_grad(enabled)
+
+
 def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, *, renew: bool = False) -> None:
     """The sample's inputs, from the masters (which the subject never sees, so a write into its inputs is
     undone): every floating input its master's values reordered by `seed`, which the judge picks afresh for
@@ -153,26 +170,29 @@ def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, *, renew
     sample (PERMUTE_MAX says which kind). The multiset of values, and so the distribution the factory drew,
     stays as it was; each sample's inputs depend on its own seed alone. `renew` (an operator whose sparse
     matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`."""
+    without_grad(_refresh, sets, masters, seed, renew)
+
+
+def _refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, renew: bool) -> None:
     orders: dict[tuple[int, str], tuple[Any, ...]] = {}
-    with torch.no_grad():
-        for values, trusted in zip(sets, masters, strict=True):
-            for tensor, master in zip(values, trusted, strict=True):
-                if not isinstance(tensor, torch.Tensor):
+    for values, trusted in zip(sets, masters, strict=True):
+        for tensor, master in zip(values, trusted, strict=True):
+            if not isinstance(tensor, torch.Tensor):
+                continue
+            # A sparse matrix: its pattern restored, its values reordered like any floating input.
+            for v, t in zip(parts(tensor), parts(master), strict=True):
+                if not _reorderable(v):
+                    v.copy_(t)
                     continue
-                # A sparse matrix: its pattern restored, its values reordered like any floating input.
-                for v, t in zip(parts(tensor), parts(master), strict=True):
-                    if not _reorderable(v):
-                        v.copy_(t)
-                        continue
-                    key = (v.numel(), str(v.device))
-                    if key not in orders:
-                        orders[key] = _order(v.numel(), v.device, seed)
-                    _reorder(v.view(-1), t.reshape(-1), orders[key])
-        if renew:
-            for values in sets:
-                for i, tensor in enumerate(values):
-                    if isinstance(tensor, torch.Tensor) and tensor.layout in COMPRESSED:
-                        values[i] = renewed(tensor)
+                key = (v.numel(), str(v.device))
+                if key not in orders:
+                    orders[key] = _order(v.numel(), v.device, seed)
+                _reorder(v.view(-1), t.reshape(-1), orders[key])
+    if renew:
+        for values in sets:
+            for i, tensor in enumerate(values):
+                if isinstance(tensor, torch.Tensor) and tensor.layout in COMPRESSED:
+                    values[i] = renewed(tensor)
 
 
 def renewed(matrix: torch.Tensor) -> torch.Tensor:

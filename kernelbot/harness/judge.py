@@ -99,12 +99,13 @@ def bound(
 
 
 def own_clock(
-    counted: list[float], clocks: list[tuple[float, float, float]], go_floor_ms: float, short_floor_ms: float
+    counted: list[float], clocks: list[tuple[float, float, float]], go_floor_ms: float, ping_floor_ms: float
 ) -> list[float]:
-    """Each sample at least the judge's time for it (go, less the overhead of a one-call honest sample, or
-    of a full-length one where that is the smaller), plus its excess. `over` in `clocks` is taken against the
-    full-length floor, so the difference is added back."""
-    back = go_floor_ms - min(go_floor_ms, short_floor_ms)
+    """Each sample at least the judge's time for it (go) less a bare round trip, which no sample's overhead
+    undercuts, plus its excess. `over` in `clocks` is taken against the full-length sample's floor, so the
+    difference is added back. An honest sample is charged its overhead beyond a ping (tens of µs); only
+    short samples at calls fixed beforehand come here."""
+    back = go_floor_ms - min(go_floor_ms, ping_floor_ms)
     return [max(ms, c + o + e + back) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
 
 
@@ -143,7 +144,7 @@ class Judge:
         self.op: Operator | None = None
         self.candidate = False  # set by load()
         self.timer: timing.Timer | None = None
-        self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = self.short_floor_ms = 0.0
+        self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
         self._model64: Any = (
             None  # the reference in float64, built when first needed, dropped after the check
         )
@@ -228,9 +229,6 @@ class Judge:
         calls = max(1, min(1_000_000, math.ceil(64 * target_ms / max(probe_ms, 1e-6))))
         overs = [go - claimed for go, claimed in (self._busy(calls) for _ in range(FLOOR_SAMPLES))]
         self.ping_floor_ms, self.go_floor_ms = _median(pings[2:]), _median(overs[2:])
-        # The same for a one-call sample: the overhead of a full-length one can exceed a short one's.
-        shorts = [go - claimed for go, claimed in (self._busy(1) for _ in range(FLOOR_SAMPLES))]
-        self.short_floor_ms = _median(shorts[2:])
         if device == "cuda":
             arms = []
             for _ in range(FLOOR_SAMPLES):
@@ -406,7 +404,7 @@ class Judge:
         target_ms = timing.TARGET_SAMPLE_S[self.device] * 1e3
         calls, judged_ms = timed["calls_per_sample"], timed.pop("judged_sample_ms")
         assert self.op is not None
-        # Not for a per-call sparse matrix: more calls than its 64 sets would reuse each matrix in a sample.
+        # Not for a per-call sparse matrix: more calls than its sets would reuse each matrix in a sample.
         if not self._short(judged_ms, calls) or cmd.get("calls") or self.op.per_call_matrix:
             return timed
         chosen = min(timing.MAX_CALLS_PER_SAMPLE, math.ceil(calls * target_ms / max(judged_ms, 1e-3)))
@@ -540,10 +538,10 @@ class Judge:
         judged_ms = _median([c + o for c, o, _ in clocks])  # a sample by this process's clock
         if self._short(judged_ms, calls):
             # Samples this short at calls fixed beforehand (a subject fast now, slow when they were chosen):
-            # the margin could cover a whole sample, so each counts this process's time less a one-call
-            # sample's overhead. Less a full-length sample's, which was the larger on an H100 host, a forged
-            # sample of 38 us of work counted 17 us.
-            counted = own_clock(counted, clocks, self.go_floor_ms, self.short_floor_ms)
+            # the margin could cover a whole sample, so each counts this process's time less a bare round
+            # trip (a ping). Less a full-length sample's overhead, a forged sample of 38 us of work counted
+            # 17 us on an H100 host; less a one-call sample's, 24 of 55 us on the loaded CPU runner.
+            counted = own_clock(counted, clocks, self.go_floor_ms, self.ping_floor_ms)
         return {
             "times_ms": [ms / calls for ms in counted],
             "debug": [clocks, self.go_floor_ms],

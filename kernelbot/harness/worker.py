@@ -32,6 +32,7 @@ from kernelbot.harness.inputs import (  # noqa: E402
     nbytes,
     parts,
     refresh,
+    without_grad,
 )
 from kernelbot.harness.loader import LoadError, Operator, seed_all  # noqa: E402
 
@@ -233,8 +234,7 @@ class Subject:
             seconds = self.timer.replay_sample(self.graph, self.calls)
         else:
             self.outputs = []  # the last sample's outputs are freed before this one's window, not after it
-            with torch.no_grad():
-                seconds, self.outputs = self.timer.one_sample(self.fn, self.sets, self.calls)
+            seconds, self.outputs = without_grad(self.timer.one_sample, self.fn, self.sets, self.calls)
         return {
             "ms_total": seconds * 1e3 * self.calls,
             "descheduled": self.timer.last_descheduled,

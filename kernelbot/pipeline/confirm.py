@@ -59,7 +59,9 @@ def confirm_once(
             if handle.failure is not None:  # it passed once and not now: wrong on these fresh inputs
                 return Confirmed(-1, {}, handle.failure)
             batches = side_by_side({**baselines, "candidate": handle}, limits)
-            failure = handle.failure  # a sandbox that failed in the rounds: the candidate's own, unless the clock
+            failure = (
+                handle.failure
+            )  # a sandbox that failed in the rounds: the candidate's own, unless the clock
             if batches is None and failure is not None and not out_of_time(failure.status, failure.reason):
                 return Confirmed(-1, {}, failure)
     finally:

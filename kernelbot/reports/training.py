@@ -24,7 +24,9 @@ def training_rows(urls: Sequence[str]) -> list[TrainingRow]:
         finally:
             history.close()
         for o in outcomes:
-            if out_of_time(o.status, o.reason):  # cut by its run's deadline, not judged: neither a loss nor a cost
+            if out_of_time(
+                o.status, o.reason
+            ):  # cut by its run's deadline, not judged: neither a loss nor a cost
                 continue
             facts = dict(o.facts or {})
             facts.setdefault("gpu", o.gpu or "cpu")  # runs stored before the facts named their GPU
