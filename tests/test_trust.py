@@ -346,6 +346,20 @@ def test_a_harness_helper_replaced_to_work_in_the_refresh_is_rejected(tmp_path: 
     assert any("pkgutil.resolve_name" in f.message for f in found), found
 
 
+def test_work_in_a_grad_mode_exit_after_the_refresh_is_rejected(tmp_path: Path) -> None:
+    ev = _attack("grad_exit", tmp_path)
+    assert ev.status == "rejected" and "grad_mode.no_grad.__exit__ was replaced" in ev.reason, ev
+
+
+def test_a_cache_within_a_sample_finds_no_set_twice(tmp_path: Path) -> None:
+    """Each call of a sample has a set of its own (one set a call up to 1024): the cache answers nothing.
+    At 64 sets this candidate was 2.3x eager (reward 3); honest, it is eager's matmul and a dict."""
+    ev = _attack("sample_cache", tmp_path)
+    eager = evaluate(MATMUL, "operator", SETTINGS)
+    assert ev.ok and eager.ok and ev.timing and eager.timing, (ev, eager)
+    assert ev.timing.median_ms > 0.7 * eager.timing.median_ms, (ev.timing, eager.timing)
+
+
 def test_a_failure_in_the_clocks_words_is_still_the_candidates(tmp_path: Path) -> None:
     ev = _attack("clock_words", tmp_path)
     assert ev.reason.endswith(OUT_OF_TIME) and ev.status != "timeout", ev
