@@ -11,6 +11,24 @@ import torch
 
 # Bound before any subject code runs (see without_grad).
 _grad_enabled, _set_grad = torch.is_grad_enabled, torch._C._set_grad_enabled
+# The refresh calls methods of the subject's own tensors by these, never through the object: a method set on
+# one tensor object overrides its class's (a reviewer's `b.view = ...` wrote the set and computed the product
+# inside the refresh, ~10x eager). Attributes such as .layout and .shape are data descriptors: not overridable.
+_T = torch.Tensor
+_view, _copy, _numel, _floating, _contiguous = (
+    _T.view,
+    _T.copy_,
+    _T.numel,
+    _T.is_floating_point,
+    _T.is_contiguous,
+)
+_crow, _ccol, _cols, _rows, _values = (
+    _T.crow_indices,
+    _T.ccol_indices,
+    _T.col_indices,
+    _T.row_indices,
+    _T.values,
+)
 
 
 class Failure(Exception):
@@ -43,9 +61,9 @@ def parts(v: torch.Tensor) -> list[torch.Tensor]:
     """A tensor's storage as dense tensors: itself, or a compressed sparse matrix's two index arrays and
     its values (each aliasing the matrix, so writing one writes the matrix)."""
     if v.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return [v.crow_indices(), v.col_indices(), v.values()]
+        return [_crow(v), _cols(v), _values(v)]
     if v.layout in (torch.sparse_csc, torch.sparse_bsc):
-        return [v.ccol_indices(), v.row_indices(), v.values()]
+        return [_ccol(v), _rows(v), _values(v)]
     if v.layout != torch.strided:
         raise Failure(
             "operator_error",
@@ -147,7 +165,7 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
 
 
 def _reorderable(v: Any) -> bool:
-    return isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 and v.is_contiguous()
+    return isinstance(v, torch.Tensor) and _floating(v) and _numel(v) > 1 and _contiguous(v)
 
 
 def without_grad(fn: Any, *args: Any) -> Any:
@@ -177,17 +195,21 @@ def _refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, renew: 
     orders: dict[tuple[int, str], tuple[Any, ...]] = {}
     for values, trusted in zip(sets, masters, strict=True):
         for tensor, master in zip(values, trusted, strict=True):
-            if not isinstance(tensor, torch.Tensor):
+            if not isinstance(master, torch.Tensor):
                 continue
+            if type(tensor) is not type(
+                master
+            ):  # its __class__ reassigned: a subclass's hooks would run here
+                raise Failure("rejected", "anti-hack check: an input tensor's class was changed")
             # A sparse matrix: its pattern restored, its values reordered like any floating input.
             for v, t in zip(parts(tensor), parts(master), strict=True):
                 if not _reorderable(v):
-                    v.copy_(t)
+                    _copy(v, t)
                     continue
-                key = (v.numel(), str(v.device))
+                key = (_numel(v), str(v.device))
                 if key not in orders:
-                    orders[key] = _order(v.numel(), v.device, seed)
-                _reorder(v.view(-1), t.reshape(-1), orders[key])
+                    orders[key] = _order(_numel(v), v.device, seed)
+                _reorder(_view(v, -1), t.reshape(-1), orders[key])
     if renew:
         for values in sets:
             for i, tensor in enumerate(values):
