@@ -47,6 +47,11 @@ def _watched() -> dict[str, Callable[[], Any]]:
     return watched
 
 
+_UNWATCHED = frozenset(
+    {"sys", "warnings", "__main__"}
+)  # honest code swaps their attributes (streams, showwarning)
+
+
 def _namespaces() -> dict[str, Any]:
     """Name -> module or class whose every attribute the reference or the harness looks up at call time.
 
@@ -82,11 +87,7 @@ def _namespaces() -> dict[str, Any]:
         if name == "kernelbot" or name.startswith("kernelbot."):
             spaces.setdefault(name, module)
             for used in vars(module).values():
-                if isinstance(used, types.ModuleType) and used.__name__ not in (
-                    "sys",
-                    "warnings",
-                    "__main__",
-                ):
+                if isinstance(used, types.ModuleType) and used.__name__ not in _UNWATCHED:
                     spaces.setdefault(used.__name__, used)
     # Grad-mode context managers: their __enter__/__exit__ are looked up on the class when a block starts and
     # ends (round 6 replaced no_grad.__exit__ to work after the refresh).

@@ -197,9 +197,8 @@ def _refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, renew: 
         for tensor, master in zip(values, trusted, strict=True):
             if not isinstance(master, torch.Tensor):
                 continue
-            if type(tensor) is not type(
-                master
-            ):  # its __class__ reassigned: a subclass's hooks would run here
+            # Its __class__ reassigned: a subclass's hooks would run here.
+            if type(tensor) is not type(master):
                 raise Failure("rejected", "anti-hack check: an input tensor's class was changed")
             # A sparse matrix: its pattern restored, its values reordered like any floating input.
             for v, t in zip(parts(tensor), parts(master), strict=True):

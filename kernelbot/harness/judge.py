@@ -105,7 +105,7 @@ def own_clock(
     undercuts, plus its excess. `over` in `clocks` is taken against the full-length sample's floor, so the
     difference is added back. An honest sample is charged its overhead beyond a ping (tens of µs); only
     short samples at calls fixed beforehand come here."""
-    back = go_floor_ms - min(go_floor_ms, ping_floor_ms)
+    back = max(0.0, go_floor_ms - ping_floor_ms)
     return [max(ms, c + o + e + back) for ms, (c, o, e) in zip(counted, clocks, strict=True)]
 
 
