@@ -95,3 +95,31 @@ def test_each_sample_reorders_every_value_and_keeps_no_neighbours_together(n: in
     assert not torch.equal(again[0][0], got)
     kept = float(((got[1:] - got[:-1]).abs() == 1).double().mean())
     assert kept < 0.01, kept  # adjacent before and after: a shift keeps ~100%
+
+
+def test_the_guard_watches_every_operator_the_harness_runs_between_the_timed_calls() -> None:
+    """guards.HARNESS_OPS is the list of ATen operators whose kernels the guard compares with their snapshot:
+    a refresh (dense, both orders, sparse, renewed) and an output's copy through torch must run none outside
+    it, or a kernel registered over that one would run unseen."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernelbot.harness import guards, link
+    from kernelbot.harness.inputs import PERMUTE_MAX, refresh
+
+    seen: set[str] = set()
+
+    class Trace(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            name = func._schema.name
+            seen.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
+            return func(*args, **(kwargs or {}))
+
+    matrix = torch.randn(12, 9).relu().to_sparse_csr()
+    masters = [[torch.randn(2 * PERMUTE_MAX + 5), torch.randn(7, 3), torch.arange(5), matrix, 3]]
+    sets = [[v.clone() if isinstance(v, torch.Tensor) else v for v in masters[0]]]
+    transposed = torch.randn(5, 3).t()
+    with Trace():
+        refresh(sets, masters, 123, renew=True)
+        link.bytes_through_torch(transposed)
+    assert seen, "the trace saw nothing"
+    assert seen <= set(guards.HARNESS_OPS), sorted(seen - set(guards.HARNESS_OPS))

@@ -242,6 +242,15 @@ def test_work_done_outside_the_timed_calls_earns_nothing(attack: str, tmp_path: 
         assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
+def test_a_kernel_registered_over_one_the_harness_runs_is_refused(tmp_path: Path) -> None:
+    """Registered over aten::copy_'s existing CompositeExplicitAutograd kernel, the names of the operator's
+    registrations stay as they were, and the refresh ran it unseen (the judge's charge on the refresh was all
+    that held): the guard compares the kernels of the operators the harness runs with their snapshot."""
+    ev = _attack("kernel_in_the_refresh", tmp_path)
+    assert ev.status == "rejected", (ev.status, ev.reason)
+    assert "replaced the kernel of aten::copy_" in (ev.reason or "")
+
+
 @pytest.mark.parametrize(
     ("attack", "caught"),
     [

@@ -118,10 +118,15 @@ def flatten(output: Any, who: str) -> list[torch.Tensor]:
     """The output as a list of tensors; only exact torch.Tensor (no subclass, no lazy object) counts."""
     items = list(output) if isinstance(output, tuple | list) else [output]
     for index, item in enumerate(items):
+        where = f" (output {index})" if len(items) > 1 else ""
         if type(item) is not _tensor_type:
-            where = f" (output {index})" if len(items) > 1 else ""
             raise Mismatch(
                 f"{who} returned {type(item).__module__}.{type(item).__qualname__}{where}, not a torch.Tensor"
+            )
+        if item.layout != torch.strided:
+            raise Mismatch(
+                f"{who} returned a {item.layout} tensor{where}: outputs are compared as dense tensors, "
+                "so return .to_dense() (a sparse matrix's values are checked through it)"
             )
     return items
 

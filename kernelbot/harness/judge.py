@@ -128,7 +128,7 @@ def rebuild(description: Any, tensors: list[torch.Tensor], device: str, who: str
         for index, item in enumerate(items):
             if "type" in item:
                 where = f" (output {index})" if len(items) > 1 else ""
-                raise compare.Mismatch(f"{who} returned {item['type']}{where}, not a torch.Tensor")
+                raise compare.Mismatch(f"{who} returned {item['type']}{where}, not a dense torch.Tensor")
             out.append(tensors.pop(0).to(device))
     except compare.Mismatch:
         raise

@@ -133,8 +133,8 @@ class Outgoing:
         if raw is not None:
             _numpy_into_region(self.region, self.end, raw)
             nbytes = raw.size
-        else:  # a layout or device read through torch (the guards stand for the dispatcher then)
-            flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        else:
+            flat = bytes_through_torch(tensor)
             _through_windows(self.region, self.end, flat, into_region=True)
             nbytes = flat.numel()
         dtype, shape = str(_dtype.__get__(tensor)).removeprefix("torch."), list(_shape.__get__(tensor))
@@ -192,6 +192,12 @@ def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
     return _contiguous_array(view).reshape(-1)
 
 
+def bytes_through_torch(tensor: torch.Tensor) -> torch.Tensor:
+    """A device's tensor read through torch's operators, where _raw_bytes cannot (CUDA without CuPy, another
+    device): the guard's snapshot of those operators' kernels (guards.HARNESS_OPS) stands for them then."""
+    return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def _numpy_into_region(region: int, offset: int, raw: np.ndarray) -> None:
     """`raw`'s bytes into the region at `offset`, a window at a time: _through_windows's loop without torch
     (its `copy_` is a dispatched operator, which the subject could have replaced)."""
@@ -214,7 +220,10 @@ def describe(output: Any, into: Outgoing) -> list[Any]:
     items = list(sequence.__iter__(output)) if sequence is not None else [output]
     described: list[Any] = []
     for item in items:
-        if type(item) is _tensor_type:
+        if type(item) is _tensor_type and _layout.__get__(item) != torch.strided:
+            # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten says so).
+            described.append({"type": f"a {_layout.__get__(item)} tensor"})
+        elif type(item) is _tensor_type:
             dtype, shape = str(_dtype.__get__(item)).removeprefix("torch."), list(_shape.__get__(item))
             described.append({"dtype": dtype, "shape": shape})
             into.add(item)
