@@ -118,8 +118,12 @@ def test_missing_candidate_file_is_a_usage_error(repo: Path, capsys: pytest.Capt
             "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x.sum() * 0\ndef get_inputs(): return [torch.randn(4)]\ndef get_init_inputs(): return []\n",
             "does not depend on its inputs",
         ),
+        (
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x.relu().to_sparse_csr()\ndef get_inputs(): return [torch.randn(8, 8)]\ndef get_init_inputs(): return []\n",
+            "the reference returned a torch.sparse_csr tensor: outputs are compared as dense tensors, so return .to_dense()",
+        ),
     ],
-    ids=["unimportable", "non-tensor-output", "degenerate"],
+    ids=["unimportable", "non-tensor-output", "degenerate", "sparse-output"],
 )
 def test_broken_operator_is_a_config_error(
     repo: Path, source: str, message: str, capsys: pytest.CaptureFixture[str]
