@@ -115,7 +115,16 @@ def test_the_guard_watches_every_operator_the_harness_runs_between_the_timed_cal
             return func(*args, **(kwargs or {}))
 
     matrix = torch.randn(12, 9).relu().to_sparse_csr()
-    masters = [[torch.randn(2 * PERMUTE_MAX + 5), torch.randn(7, 3), torch.arange(5), matrix, 3]]
+    masters = [
+        [
+            torch.randn(2 * PERMUTE_MAX + 5),
+            torch.randn(3, 7).t(),
+            torch.arange(5),
+            torch.randint(9, (4, 4)),
+            matrix,
+            3,
+        ]
+    ]
     sets = [[v.clone() if isinstance(v, torch.Tensor) else v for v in masters[0]]]
     transposed = torch.randn(5, 3).t()
     with Trace():

@@ -28,6 +28,8 @@ FLAGGED = [
     ("harness-access", "import kernelbot.harness.timing as t\n"),
     ("harness-access", "from kernelbot.harness import compare\n"),
     # threads and processes
+    ("concurrency", "from torch.jit._async import fork\n"),
+    ("concurrency", "import torch\nf = torch._C.fork\n"),
     ("concurrency", "import threading\n"),
     ("concurrency", "from concurrent.futures import ThreadPoolExecutor\n"),
     ("concurrency", "import multiprocessing as mp\n"),

@@ -242,6 +242,35 @@ def test_work_done_outside_the_timed_calls_earns_nothing(attack: str, tmp_path: 
         assert ev.status in ("incorrect", "rejected"), ev.reason
 
 
+def test_a_thread_forked_from_scripted_code_is_refused(tmp_path: Path) -> None:
+    """TorchScript's fork runs its task on torch's inter-op pool: a native thread that threading never lists
+    and no audit event names (attacker round 7 ran Python there, in parallel with the refresh, for reward 3).
+    The static check names the module it lives in; without it, the guard counts the kernel's threads."""
+    ev = _attack("scripted_fork", tmp_path)
+    assert ev.status == "rejected" and "started native threads" in (ev.reason or ""), (ev.status, ev.reason)
+
+
+def test_a_sample_never_calls_an_input_set_twice(tmp_path: Path) -> None:
+    """Where memory allows few sets (16 MB inputs: 32 in the 512 MB), a candidate that answers a set called
+    again from a cache kept by the tensor's identity and version asked for ~800 calls a sample and answered
+    all but 32 from it (30x the operator; attacker round 7: 42-48x on a 32 MB example operator). Calls a
+    sample are capped at the sets."""
+    (tmp_path / "big_op.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return (x * 1.5).relu()\n\n\ndef get_inputs():\n    return [torch.randn(4 * 1024 * 1024)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    job = {**MATMUL, "root": str(tmp_path), "file": "big_op.py"}
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    operator = evaluate(job, "operator", settings)
+    cached = evaluate(
+        job, "candidate", settings, candidate=str(TRUST / "version_cache.py"), static_check=False
+    )
+    assert operator.timing is not None and cached.timing is not None, (cached.status, cached.reason)
+    assert cached.timing.calls_per_sample <= (512 << 20) // (16 << 20)
+    assert cached.timing.median_ms > 0.25 * operator.timing.median_ms
+
+
 def test_a_kernel_registered_over_one_the_harness_runs_is_refused(tmp_path: Path) -> None:
     """Registered over aten::copy_'s existing CompositeExplicitAutograd kernel, the names of the operator's
     registrations stay as they were, and the refresh ran it unseen (the judge's charge on the refresh was all

@@ -53,6 +53,11 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "torch.jit.fork",
             "torch.jit.wait",
             "torch.jit._fork",
+            "torch.jit._wait",
+            "torch.jit._async",  # the module fork and wait live in (attacker round 7 imported fork from it)
+            "torch._C.fork",
+            "torch._C.wait",
+            "torch._C._jit_fork",
             "torch.futures",
         ),
         "work outside the calling thread escapes the timer and the output check",

@@ -152,7 +152,8 @@ def _aten_overrides() -> frozenset[str]:
 # torch (link.Outgoing), the CUDA-graph check and the arm step. tests/test_trust.py traces those paths and
 # checks that this list covers them.
 HARNESS_OPS = (
-    "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias", "aten::arange", "aten::arange.start",
+    "aten::_local_scalar_dense", "aten::_unsafe_view", "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias",
+    "aten::all", "aten::ge.Tensor", "aten::item", "aten::arange", "aten::arange.start",
     "aten::ccol_indices", "aten::clone", "aten::col_indices", "aten::contiguous", "aten::copy_",
     "aten::crow_indices", "aten::detach", "aten::empty.memory_format", "aten::fill_.Scalar", "aten::full",
     "aten::index.Tensor", "aten::mul_.Scalar", "aten::mul_.Tensor", "aten::randperm",
@@ -214,6 +215,18 @@ def pin_precision(allow_tf32: bool) -> None:
     torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
 
 
+_listdir = os.listdir
+
+
+def native_threads() -> set[int]:
+    """This process's threads as the kernel lists them: Python's and those no Python object stands for (torch's
+    inter-op pool that a scripted fork starts, an extension's own)."""
+    try:
+        return {int(tid) for tid in _listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
 def child_processes() -> list[int]:
     pids: list[int] = []
     try:
@@ -228,8 +241,12 @@ def child_processes() -> list[int]:
 class Integrity:
     """A snapshot taken before candidate code is imported, verified after every command."""
 
-    def __init__(self, extra: dict[str, Any] | None = None) -> None:
-        """`extra`: more modules or classes (name -> object) whose attributes must stay as they are."""
+    def __init__(self, extra: dict[str, Any] | None = None, *, count_native_threads: bool = False) -> None:
+        """`extra`: more modules or classes (name -> object) whose attributes must stay as they are.
+        `count_native_threads`: threads no Python object stands for are refused too (on the CPU, where honest
+        code starts none in the sandbox: one thread for torch, no compile workers; a GPU runtime may)."""
+        self._count_native = count_native_threads
+        self._native = native_threads()
         self._getters = _watched()
         self._identity = {name: get() for name, get in self._getters.items()}
         self._spaces = {
@@ -246,6 +263,7 @@ class Integrity:
         """Accept threads started by trusted code (torch.compile, CUDA init) before the candidate runs."""
         self._threads = {t.ident for t in _threads()}
         self._children = set(child_processes())
+        self._native = native_threads()
 
     def violations(self) -> list[str]:
         found = []
@@ -293,6 +311,12 @@ class Integrity:
         new_threads = [t.name for t in _threads() if t.ident not in self._threads and t.is_alive()]
         if new_threads:
             found.append(f"started threads that outlive the call: {', '.join(new_threads)}")
+        elif self._count_native and native_threads() - self._native:
+            # A task forked from scripted code runs Python on torch's inter-op pool, in parallel with the
+            # input refresh (attacker round 7: reward 3, the work done on the second core).
+            found.append(
+                "started native threads that outlive the call (torch's inter-op pool, an extension's)"
+            )
         new_children = set(child_processes()) - self._children
         if new_children:
             found.append(f"started {len(new_children)} child process(es)")

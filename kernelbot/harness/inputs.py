@@ -15,13 +15,15 @@ _grad_enabled, _set_grad = torch.is_grad_enabled, torch._C._set_grad_enabled
 # one tensor object overrides its class's (a reviewer's `b.view = ...` wrote the set and computed the product
 # inside the refresh, ~10x eager). Attributes such as .layout and .shape are data descriptors: not overridable.
 _T = torch.Tensor
-_view, _copy, _numel, _floating, _contiguous = (
+_view, _copy, _numel, _floating, _complex, _contiguous = (
     _T.view,
     _T.copy_,
     _T.numel,
     _T.is_floating_point,
+    _T.is_complex,
     _T.is_contiguous,
 )
+_empty, _ge, _all, _item, _dim, _getitem = torch.empty, _T.ge, _T.all, _T.item, _T.dim, _T.__getitem__
 _crow, _ccol, _cols, _rows, _values = (
     _T.crow_indices,
     _T.ccol_indices,
@@ -164,8 +166,19 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
         flat[whole:].copy_(source[whole:][tail])
 
 
-def _reorderable(v: Any) -> bool:
-    return isinstance(v, torch.Tensor) and _floating(v) and _numel(v) > 1 and _contiguous(v)
+def _reorderable(master: torch.Tensor) -> bool:
+    """Whether a refresh reorders an input's values (else it restores them). Floating and complex ones, and
+    integer and boolean ones too (indices, labels, masks: the same in every sample, an embedding lookup's
+    outputs could be cached by a candidate, 230x eager on the CPU), unless sorted along their last dimension
+    in every row: offsets, pointers and boundaries, a structure a permutation would break."""
+    if _numel(master) <= 1:
+        return False
+    if _floating(master) or _complex(master):
+        return True
+    if _dim(master) == 0 or master.shape[-1] < 2:
+        return True
+    later, earlier = _getitem(master, (..., slice(1, None))), _getitem(master, (..., slice(None, -1)))
+    return not _item(_all(_ge(later, earlier)))
 
 
 def without_grad(fn: Any, *args: Any) -> Any:
@@ -200,15 +213,21 @@ def _refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, renew: 
             # Its __class__ reassigned: a subclass's hooks would run here.
             if type(tensor) is not type(master):
                 raise Failure("rejected", "anti-hack check: an input tensor's class was changed")
-            # A sparse matrix: its pattern restored, its values reordered like any floating input.
-            for v, t in zip(parts(tensor), parts(master), strict=True):
-                if not _reorderable(v):
+            # A sparse matrix: its pattern (the index arrays, parts 0 and 1) restored, its values reordered.
+            sparse = tensor.layout in COMPRESSED
+            for k, (v, t) in enumerate(zip(parts(tensor), parts(master), strict=True)):
+                if (sparse and k < 2) or not _reorderable(t):
                     _copy(v, t)
                     continue
                 key = (_numel(v), str(v.device))
                 if key not in orders:
                     orders[key] = _order(_numel(v), v.device, seed)
-                _reorder(_view(v, -1), t.reshape(-1), orders[key])
+                if _contiguous(v):
+                    _reorder(_view(v, -1), t.reshape(-1), orders[key])
+                else:  # a transposed or strided input: reordered in its own (logical) order, then written
+                    flat = _empty(_numel(v), dtype=v.dtype, device=v.device)
+                    _reorder(flat, t.reshape(-1), orders[key])
+                    _copy(v, _view(flat, v.shape))
     if renew:
         for values in sets:
             for i, tensor in enumerate(values):

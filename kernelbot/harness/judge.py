@@ -145,6 +145,7 @@ class Judge:
         self.candidate = False  # set by load()
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
+        self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
         self._model64: Any = (
             None  # the reference in float64, built when first needed, dropped after the check
         )
@@ -407,7 +408,7 @@ class Judge:
         # Not for a per-call sparse matrix: more calls than its sets would reuse each matrix in a sample.
         if not self._short(judged_ms, calls) or cmd.get("calls") or self.op.per_call_matrix:
             return timed
-        chosen = min(timing.MAX_CALLS_PER_SAMPLE, math.ceil(calls * target_ms / max(judged_ms, 1e-3)))
+        chosen = min(self._most_calls, math.ceil(calls * target_ms / max(judged_ms, 1e-3)))
         again = self._time({**cmd, "calls": chosen})
         again.pop("judged_sample_ms")
         said = (
@@ -421,7 +422,7 @@ class Judge:
         Only a candidate's: base and head (PR code) are not adversaries of their own verdict, and a head
         faster than base at base's calls a sample would be charged its round trips' jitter."""
         target_ms = timing.TARGET_SAMPLE_S[self.device] * 1e3
-        return self.candidate and judged_ms < SHORT_SAMPLE * target_ms and calls < timing.MAX_CALLS_PER_SAMPLE
+        return self.candidate and judged_ms < SHORT_SAMPLE * target_ms and calls < self._most_calls
 
     def _time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         assert self.op is not None and self.timer is not None
@@ -429,6 +430,8 @@ class Judge:
         seed = int(cmd.get("seed", 1_000_003))
         first = case.make(seed)
         budget = set_bytes_budget(self.device)
+        # The most calls a sample may make: one input set each (worker.Subject.time_begin).
+        self._most_calls = input_sets_for(timing.MAX_CALLS_PER_SAMPLE, nbytes(first), budget)
         graph = cmd.get("graph", "off") if self.device == "cuda" else "off"
         with self.spend("time: set-up"):
             begun, _ = self.ask(
@@ -453,7 +456,7 @@ class Judge:
         if cmd.get("calls") and calls != cmd["calls"]:
             raise Failure("rejected", "anti-hack check: the subject process changed the calls per sample")
         n_sets = input_sets_for(calls, nbytes(first), budget)
-        if begun.get("n_sets") != n_sets:
+        if begun.get("n_sets") != n_sets or calls > n_sets:
             raise Failure("rejected", "anti-hack check: the subject process rotates other input sets")
         with self.spend("time: set-up"):
             # The judge's own copies of the sets (the masters of its refreshes).

@@ -100,7 +100,11 @@ class Subject:
         tqdm = sys.modules.get("tqdm")
         if tqdm is not None:
             tqdm.tqdm.monitor_interval = 0
-        self.integrity = guards.Integrity(_trusted_namespaces(self.op)) if self.name == "candidate" else None
+        self.integrity = (
+            guards.Integrity(_trusted_namespaces(self.op), count_native_threads=self.device == "cpu")
+            if self.name == "candidate"
+            else None
+        )
         try:
             self.fn = self.op.subject(self.name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
@@ -154,10 +158,13 @@ class Subject:
         self.guard()
         self.calls = int(calls or self.timer.calibrate(self.fn, [first]))
         n_sets = input_sets_for(self.calls, nbytes(first), budget)
-        if not calls and self.op.per_call_matrix:  # no more calls than sets: one matrix each
-            self.calls = n_sets
+        # No more calls a sample than sets: a set called twice in a sample can be answered from a cache kept
+        # by its identity and version (attacker round 7: 42-48x eager where 16 sets of a 32 MB input met ~900
+        # calls), and a per-call sparse matrix would be seen twice.
+        self.calls = min(self.calls, n_sets)
         self.masters = [pristine] + [self.op.cases[0].make(seed + i) for i in range(1, n_sets)]
-        self.sets = [first] + [clone(values) for values in self.masters[1:]]
+        # Every set a clone, the first too: an expanded (broadcast) input cannot be written by a refresh.
+        self.sets = [clone(values) for values in self.masters]
         self.outputs = [None] * n_sets
         mode, note = "calls", None
         if graph == "auto" and self.device == "cuda":
