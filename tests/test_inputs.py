@@ -132,3 +132,38 @@ def test_the_guard_watches_every_operator_the_harness_runs_between_the_timed_cal
         link.bytes_through_torch(transposed)
     assert seen, "the trace saw nothing"
     assert seen <= set(guards.HARNESS_OPS), sorted(seen - set(guards.HARNESS_OPS))
+
+
+def test_integer_inputs_are_reordered_unless_sorted_along_their_last_dimension() -> None:
+    """Indices, labels and masks change every sample like floating inputs (the same every sample, an embedding
+    lookup's outputs were answered from a cache: 230x eager); offsets and pointers (sorted rows) keep their
+    structure, and a sparse matrix its pattern."""
+    from kernelbot.harness.inputs import refresh
+
+    indices = torch.randint(0, 5000, (512, 12))
+    offsets = torch.arange(0, 600, 12)
+    mask = torch.rand(64, 64) > 0.5
+    matrix = torch.randn(40, 30).relu().to_sparse_csr()
+    masters = [[indices, offsets, mask, matrix]]
+    sets = [[v.clone() for v in masters[0]]]
+    refresh(sets, masters, 7)
+    new_indices, new_offsets, new_mask, new_matrix = sets[0]
+    assert not torch.equal(new_indices, indices)
+    assert torch.equal(new_indices.flatten().sort().values, indices.flatten().sort().values)
+    assert torch.equal(new_offsets, offsets)
+    assert not torch.equal(new_mask, mask) and int(new_mask.sum()) == int(mask.sum())
+    assert torch.equal(new_matrix.crow_indices(), matrix.crow_indices())
+    assert torch.equal(new_matrix.col_indices(), matrix.col_indices())
+    assert not torch.equal(new_matrix.values(), matrix.values())
+
+
+def test_a_transposed_input_is_reordered_in_place_and_keeps_its_strides() -> None:
+    from kernelbot.harness.inputs import refresh
+
+    master = torch.randn(37, 300).t()
+    sets = [[master.clone()]]
+    refresh(sets, [[master]], 11)
+    (fresh,) = sets[0]
+    assert fresh.stride() == master.stride()
+    assert not torch.equal(fresh, master)
+    assert torch.equal(fresh.flatten().sort().values, master.flatten().sort().values)

@@ -271,6 +271,42 @@ def test_a_sample_never_calls_an_input_set_twice(tmp_path: Path) -> None:
     assert cached.timing.median_ms > 0.25 * operator.timing.median_ms
 
 
+EMBEDDING = (
+    "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def __init__(self, num, dim):\n"
+    "        super().__init__()\n        self.emb = nn.Embedding(num, dim)\n\n    def forward(self, idx):\n"
+    "        return self.emb(idx).sum(1)\n\n\ndef get_inputs():\n    return [torch.randint(0, 5000, (512, 12))]\n\n\n"
+    "def get_init_inputs():\n    return [5000, 128]\n"
+)
+
+
+def test_an_operator_with_integer_inputs_only_gets_fresh_inputs_each_sample(tmp_path: Path) -> None:
+    """Its indices were the same in every sample: a cache answered every timed call (230x eager, reward 3)."""
+    (tmp_path / "embedding.py").write_text(EMBEDDING)
+    job = {**MATMUL, "root": str(tmp_path), "file": "embedding.py"}
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    operator = evaluate(job, "operator", settings)
+    cached = evaluate(
+        job, "candidate", settings, candidate=str(TRUST / "embedding_cache.py"), static_check=False
+    )
+    assert operator.timing is not None, (operator.status, operator.reason)
+    if cached.ok:
+        assert cached.timing is not None and cached.timing.median_ms > 0.25 * operator.timing.median_ms
+    else:  # a stale answer for a reordered input
+        assert cached.status == "incorrect", (cached.status, cached.reason)
+
+
+def test_an_operator_with_a_broadcast_input_is_timed(tmp_path: Path) -> None:
+    """An expanded input (stride 0) cannot be written: the refresh crashed the operator's own timing."""
+    (tmp_path / "broadcast.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def forward(self, x, b):\n"
+        "        return x * 2 + b\n\n\ndef get_inputs():\n"
+        "    return [torch.randn(64, 1).expand(64, 128), torch.randn(64, 128)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    ev = evaluate({**MATMUL, "root": str(tmp_path), "file": "broadcast.py"}, "operator", SETTINGS)
+    assert ev.ok and ev.timing is not None, (ev.status, ev.reason)
+
+
 def test_a_kernel_registered_over_one_the_harness_runs_is_refused(tmp_path: Path) -> None:
     """Registered over aten::copy_'s existing CompositeExplicitAutograd kernel, the names of the operator's
     registrations stay as they were, and the refresh ran it unseen (the judge's charge on the refresh was all
