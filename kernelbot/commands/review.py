@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--include-cosmetic",
         action="store_true",
-        help="also measure operators whose change is comments/whitespace only",
+        help="also measure operators whose change is comments, docstrings or whitespace only",
     )
     parser.add_argument(
         "--all",

@@ -126,9 +126,14 @@ def rebuild(description: Any, tensors: list[torch.Tensor], device: str, who: str
         is_seq, items = description
         out = []
         for index, item in enumerate(items):
+            where = f" (output {index})" if len(items) > 1 else ""
             if "type" in item:
-                where = f" (output {index})" if len(items) > 1 else ""
-                raise compare.Mismatch(f"{who} returned {item['type']}{where}, not a dense torch.Tensor")
+                raise compare.Mismatch(f"{who} returned {item['type']}{where}, not a torch.Tensor")
+            if "layout" in item:
+                raise compare.Mismatch(
+                    f"{who} returned a {item['layout']} tensor{where}: outputs are compared as dense tensors, "
+                    "so return .to_dense()"
+                )
             out.append(tensors.pop(0).to(device))
     except compare.Mismatch:
         raise

@@ -222,7 +222,7 @@ def describe(output: Any, into: Outgoing) -> list[Any]:
     for item in items:
         if type(item) is _tensor_type and _layout.__get__(item) != torch.strided:
             # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten says so).
-            described.append({"type": f"a {_layout.__get__(item)} tensor"})
+            described.append({"layout": str(_layout.__get__(item))})
         elif type(item) is _tensor_type:
             dtype, shape = str(_dtype.__get__(item)).removeprefix("torch."), list(_shape.__get__(item))
             described.append({"dtype": dtype, "shape": shape})

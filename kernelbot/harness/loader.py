@@ -80,11 +80,22 @@ def make_inputs(factory: Callable[[], Any], seed: int, device: str) -> list[Any]
         try:
             seed_all(seed)
             with torch.device(device):
-                return to_device(list(factory()), device)
+                return to_device(_listed(factory()), device)
         except Exception:
             pass
     seed_all(seed)
-    return to_device(list(factory()), device)
+    return to_device(_listed(factory()), device)
+
+
+def _listed(made: Any) -> list[Any]:
+    """The factory's result as the forward's arguments: a list or tuple (a bare tensor would be read row by
+    row, and the forward would then get as many arguments as the tensor has rows)."""
+    if not isinstance(made, list | tuple):
+        raise TypeError(
+            f"get_inputs() returned a {type(made).__name__}, not a list: return a list of the forward's "
+            "arguments, e.g. [x]"
+        )
+    return list(made)
 
 
 def seed_all(seed: int) -> None:

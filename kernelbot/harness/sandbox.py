@@ -250,6 +250,9 @@ class Sandbox:
             with contextlib.suppress(SandboxFailure):
                 self.request({"cmd": "quit"}, timeout_s=10)
         self.kill()
+        if self.proc.stdin is not None:  # the command pipe: its writer end is ours to close
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
         os.close(self._result_r)
         self._log.close()
         self._subject_log.close()

@@ -31,7 +31,7 @@ from kernelbot.spec import OperatorSpec, declared_spec, kernelbench_spec, watche
 # two SHAs whatever is checked out; a caller measuring "the checkout" should call gitrepo.require_clean first.
 
 ChangeKind = Literal["added", "modified", "removed", "cosmetic"]
-COSMETIC = "comments/whitespace only"
+COSMETIC = "comments, docstrings or whitespace only"
 
 
 @dataclass

@@ -257,9 +257,14 @@ def run_review(
                     review.operators.append(result)
                     continue
                 else:
-                    progress(
-                        f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): timing base and head"
+                    doing = (
+                        "not timed"
+                        if not timed
+                        else "timing head"
+                        if target.change == "added"
+                        else "timing base and head"
                     )
+                    progress(f"[{index}/{len(targets)}] {target.spec.name} ({target.change}): {doing}")
                     with pool.acquire() if pool is not None and timed else contextlib.nullcontext() as gpu:
                         result = _measure(
                             target, base_root, head_root, base_cfg, head_cfg, fingerprint, measure_cosmetic,
