@@ -409,6 +409,29 @@ def test_a_candidate_faster_only_against_cached_baselines_is_explained() -> None
     assert "its time ran out first" in note
 
 
+def test_a_search_that_found_nothing_faster_says_what_its_best_scored() -> None:
+    """The agent ran and wrote candidates, none with reward 2 or 3: the comment says what the best scored."""
+    import types
+
+    from kernelbot.pipeline.results import OperatorResult
+    from kernelbot.pipeline.review import _optimize
+
+    tried = [
+        types.SimpleNamespace(
+            origin="compile-max-autotune", provisional_reward=None, speedup_vs_eager=0.4, reward=1
+        ),
+        types.SimpleNamespace(
+            origin="tf32x3-matmul", provisional_reward=None, speedup_vs_eager=None, reward=-1
+        ),
+    ]
+    outcome = types.SimpleNamespace(best=None, candidates=tried, stopped_by="exhausted")
+    result = OperatorResult("ops/r", "ops/r.py", "modified", [], 0.03)
+    _optimize(result, lambda *_: outcome, None, Path("."), None, 60.0, None)  # type: ignore[arg-type]
+    assert result.notes == [
+        "2 candidate(s) tried, none faster by the reward's rule; the best, compile-max-autotune, 0.40x eager (reward 1)"
+    ]
+
+
 def test_a_report_stored_before_notes_existed_still_renders() -> None:
     """publish --run-id renders stored reports of earlier versions: a missing key is not an error."""
     from kernelbot.render import render

@@ -13,7 +13,7 @@ from kernelbot.config import load_config
 from kernelbot.errors import KernelbotError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness import stop
-from kernelbot.pipeline.optimize import optimize_operator
+from kernelbot.pipeline.optimize import optimize_operator, why_nothing_suggested
 from kernelbot.pipeline.optimizers import make_agent
 from kernelbot.pipeline.results import OptimizeResult
 from kernelbot.spec import resolve_operator
@@ -81,6 +81,9 @@ def render(result: OptimizeResult) -> None:
     best = result.best
     if best is None:
         console.err.print("no candidate earned reward 2 or 3: nothing to suggest")
+        why = why_nothing_suggested(result)
+        if why is not None:
+            console.err.print(why, highlight=False, markup=False)
     else:
         console.err.print(
             f"best: [bold]{best.origin}[/bold] reward {best.reward}, {console.fmt_ratio(best.speedup_vs_eager)} vs eager -> {result.best_path}"

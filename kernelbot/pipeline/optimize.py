@@ -65,6 +65,33 @@ def _confirm(candidate: CandidateResult, check: CheckReport, job: dict[str, Any]
     candidate.reward = confirmed.reward
 
 
+def why_nothing_suggested(result: OptimizeResult) -> str | None:
+    """One line on a search that suggests nothing, so that "no suggestion" is not a mystery: a candidate faster
+    against the cached baselines only (not timed side by side), or what the best of them scored."""
+    if result.best is not None or not result.candidates:
+        return None
+    unconfirmed = [c for c in result.candidates if (c.provisional_reward or 0) >= 2]
+    if unconfirmed:
+        c = max(unconfirmed, key=lambda c: c.speedup_vs_eager or 0.0)
+        why = (
+            "its time ran out first"
+            if result.stopped_by == "time"
+            else f"only the {CONFIRM_AT_MOST} most promising are"
+        )
+        return (
+            f"{c.origin} looked {c.speedup_vs_eager or 0:.2f}x faster than eager against the cached baselines but "
+            f"was not timed side by side with them ({why}): reward 1, not suggested; more --time confirms it"
+        )
+    correct = [c for c in result.candidates if c.reward >= 1]
+    if not correct:
+        return f"{len(result.candidates)} candidate(s) tried, none correct"
+    c = max(correct, key=lambda c: c.speedup_vs_eager or 0.0)
+    return (
+        f"{len(result.candidates)} candidate(s) tried, none faster by the reward's rule; the best, {c.origin}, "
+        f"{c.speedup_vs_eager or 0:.2f}x eager (reward {c.reward})"
+    )
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:60]
 

@@ -18,7 +18,7 @@ from kernelbot.pipeline import baselines
 from kernelbot.pipeline.check import settings_for
 from kernelbot.pipeline.detect import Change, detect
 from kernelbot.pipeline.measure import measure_pair
-from kernelbot.pipeline.optimize import CONFIRM_AT_MOST
+from kernelbot.pipeline.optimize import why_nothing_suggested
 from kernelbot.pipeline.optimizers import Optimizer
 from kernelbot.pipeline.pool import GpuPool
 from kernelbot.pipeline.results import OperatorResult, ReviewResult, Suggested
@@ -338,18 +338,9 @@ def _optimize(
     if best is not None:
         result.best_candidate = Suggested.from_candidate(best)
         return
-    # Faster against the cached baselines only: said, so that "no suggestion" is not a mystery.
-    unconfirmed = [c for c in result.optimization.candidates if (c.provisional_reward or 0) >= 2]
-    if unconfirmed:
-        c = max(unconfirmed, key=lambda c: c.speedup_vs_eager or 0.0)
-        if result.optimization.stopped_by == "time":
-            why = "its time ran out first"
-        else:
-            why = f"only the {CONFIRM_AT_MOST} most promising are"
-        result.notes.append(
-            f"{c.origin} looked {c.speedup_vs_eager or 0:.2f}x faster than eager against the cached baselines but "
-            f"was not timed side by side with them ({why}): reward 1, not suggested; more --time confirms it"
-        )
+    note = why_nothing_suggested(result.optimization)
+    if note is not None:
+        result.notes.append(note)
 
 
 def _unchanged(
