@@ -61,8 +61,8 @@ def render(result: OptimizeResult) -> None:
                 c.origin,
                 c.evaluation.status,
                 console.fmt_ms(t.median_ms if t else None),
-                console.fmt_ratio(c.speedup_vs_eager),
-                console.fmt_ratio(c.speedup_vs_compile),
+                console.fmt_ratio(c.speedup_vs_eager) + (" †" if c.side_by_side else ""),
+                console.fmt_ratio(c.speedup_vs_compile) + (" †" if c.side_by_side else ""),
                 str(c.reward),
             ]
         )
@@ -76,6 +76,13 @@ def render(result: OptimizeResult) -> None:
     console.err.print(
         console.table(title, ["candidate", "status", "median", "vs eager", "vs compile", "reward"], rows)
     )
+    if any(c.side_by_side for c in result.candidates):
+        console.err.print(
+            "† timed side by side with eager and torch.compile, in the same rounds (the reward comes from these "
+            "ratios and their 99% interval; the medians in the title are separate runs)",
+            highlight=False,
+            markup=False,
+        )
     for note in notes:
         console.err.print(note, highlight=False, markup=False)
     best = result.best
