@@ -9,7 +9,7 @@ import pytest
 from kernelbot import gitrepo
 from kernelbot.errors import ConfigError, GitError
 from kernelbot.pipeline.csources import c_tokens
-from kernelbot.pipeline.detect import Change, detect
+from kernelbot.pipeline.detect import Change, detect, near_misses
 from tests.gitrepo_builder import GitRepoBuilder
 
 GELU = '''\
@@ -147,6 +147,18 @@ def test_forward_changed(repo: GitRepoBuilder) -> None:
     assert change.change == "modified"
     assert change.reasons == ["forward changed"]
     assert change.spec.path == "ops/gelu.py" and change.base == change.spec
+
+
+def test_a_file_one_name_short_of_an_operator_is_named(repo: GitRepoBuilder) -> None:
+    """A typo'd get_inputs: not an operator, and a review says so instead of "no operator changed"."""
+    base = repo.head()
+    half = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_input():\n    return []\ndef get_init_inputs():\n    return []\n"
+    head = repo.commit({"ops/typo.py": half, "ops/helper.py": "class Model:\n    pass\n"}, "head")
+    assert detect(repo.root, base, head) == []
+    assert near_misses(repo.root, base, head) == [
+        "ops/typo.py defines Model and get_init_inputs but not get_inputs: not measured as an operator "
+        "(a KernelBench-form file defines class Model, get_inputs() and get_init_inputs())"
+    ]
 
 
 def test_helper_in_same_module_changed(repo: GitRepoBuilder) -> None:

@@ -25,7 +25,7 @@ from kernelbot.pipeline.sources import (
     is_docstring,
     normalized,
 )
-from kernelbot.spec import OperatorSpec, declared_spec, kernelbench_spec, watched
+from kernelbot.spec import KERNELBENCH_NAMES, OperatorSpec, declared_spec, kernelbench_spec, watched
 
 # NOTE: detection reads commits only (git cat-file / ls-tree), never the working tree, so it is exact for the
 # two SHAs whatever is checked out; a caller measuring "the checkout" should call gitrepo.require_clean first.
@@ -57,6 +57,33 @@ def detect(repo: Path, base: str, head: str, *, include_cosmetic: bool = True) -
         return []
     found = _Detector(root, base_sha, head_sha, diff).run()
     return sorted((c for c in found if include_cosmetic or c.change != "cosmetic"), key=lambda c: c.name)
+
+
+def near_misses(repo: Path, base: str, head: str) -> list[str]:
+    """Python files the change touched that define two of a KernelBench operator's three names but not the
+    third: not operators, and a review would otherwise say nothing of them (a typo'd get_inputs)."""
+    root = gitrepo.toplevel(repo)
+    head_sha = gitrepo.resolve(root, head)
+    paths = [
+        c.path
+        for c in gitrepo.changed_files(root, gitrepo.resolve(root, base), head_sha)
+        if c.status != "deleted" and c.path.endswith(".py")
+    ]
+    found = []
+    for path, data in gitrepo.read_files(root, head_sha, paths).items():
+        try:
+            tree = ast.parse(data or b"")
+        except (SyntaxError, ValueError):
+            continue
+        top = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+        present = [name for name in KERNELBENCH_NAMES if name in top]
+        if len(present) == 2:
+            (missing,) = set(KERNELBENCH_NAMES) - set(present)
+            found.append(
+                f"{path} defines {' and '.join(present)} but not {missing}: not measured as an operator "
+                "(a KernelBench-form file defines class Model, get_inputs() and get_init_inputs())"
+            )
+    return found
 
 
 @dataclass

@@ -16,7 +16,7 @@ from kernelbot.harness import stop
 from kernelbot.harness.evaluate import out_of_time
 from kernelbot.pipeline import baselines
 from kernelbot.pipeline.check import settings_for
-from kernelbot.pipeline.detect import Change, detect
+from kernelbot.pipeline.detect import Change, detect, near_misses
 from kernelbot.pipeline.measure import measure_pair
 from kernelbot.pipeline.optimize import why_nothing_suggested
 from kernelbot.pipeline.optimizers import Optimizer
@@ -195,6 +195,7 @@ def run_review(
         )
     progress(f"detecting changed operators {base_sha[:10]}..{head_sha[:10]}")
     targets = [Target.from_change(change) for change in detect(root, base_sha, head_sha)]
+    review.warnings += near_misses(root, base_sha, head_sha)
     if only:
         targets = [t for t in targets if t.spec.name in only]
     if not targets and not all_operators:
