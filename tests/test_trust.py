@@ -295,6 +295,36 @@ def test_an_operator_with_integer_inputs_only_gets_fresh_inputs_each_sample(tmp_
         assert cached.status == "incorrect", (cached.status, cached.reason)
 
 
+SORT = (
+    "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+    "        return torch.sort(x.reshape(-1)).values\n\n\ndef get_inputs():\n    return [torch.randn(256, 1024)]\n\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+LOSS = (
+    "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def forward(self, p, t):\n"
+    "        return torch.mean((p - t) ** 2)\n\n\ndef get_inputs():\n"
+    "    return [torch.randn(128, 4096), torch.randn(128, 4096)]\n\n\ndef get_init_inputs():\n    return []\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "attack", "fresh"), [(SORT, "sort_cache", True), (LOSS, "loss_cache", False)]
+)
+def test_outputs_kept_from_an_earlier_sample_are_wrong_now(
+    source: str, attack: str, fresh: bool, tmp_path: Path
+) -> None:
+    """A sort of every element, or a loss over two same-size inputs, gave the same outputs in every sample
+    (the refresh only permuted, with one order for both inputs): answers kept by identity stayed right."""
+    (tmp_path / "op.py").write_text(source)
+    job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    operator = evaluate(job, "operator", settings)
+    assert operator.timing is not None, (operator.status, operator.reason)
+    assert ("afresh" in (operator.timing.sample_note or "")) is fresh
+    cached = evaluate(job, "candidate", settings, candidate=str(TRUST / f"{attack}.py"), static_check=False)
+    assert cached.status == "incorrect" and "outputs of the timed calls are wrong" in (cached.reason or "")
+
+
 def test_an_operator_with_a_broadcast_input_is_timed(tmp_path: Path) -> None:
     """An expanded input (stride 0) cannot be written: the refresh crashed the operator's own timing."""
     (tmp_path / "broadcast.py").write_text(

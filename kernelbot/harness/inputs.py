@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -193,35 +194,56 @@ def without_grad(fn: Any, *args: Any) -> Any:
         _set_grad(enabled)
 
 
-def refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, *, renew: bool = False) -> None:
+def refresh(
+    sets: list[list[Any]],
+    masters: list[list[Any]],
+    seed: int,
+    *,
+    renew: bool = False,
+    fresh: Callable[[int], list[Any]] | None = None,
+) -> None:
     """The sample's inputs, from the masters (which the subject never sees, so a write into its inputs is
-    undone): every floating input its master's values reordered by `seed`, which the judge picks afresh for
-    each sample and sends only when the sample is prepared, so no subject can know (or compute for) the next
-    sample's inputs ahead of time; the rest restored. One order for all inputs of one size and device in a
-    sample (PERMUTE_MAX says which kind). The multiset of values, and so the distribution the factory drew,
-    stays as it was; each sample's inputs depend on its own seed alone. `renew` (an operator whose sparse
-    matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`."""
-    without_grad(_refresh, sets, masters, seed, renew)
+    undone): every input its master's values reordered by `seed`, which the judge picks afresh for each
+    sample and sends only when the sample is prepared, so no subject can know (or compute for) the next
+    sample's inputs ahead of time; the rest restored (see _reorderable). Each input position has its own
+    order, shared by the sets (PERMUTE_MAX says which kind): one order for two inputs of a size kept their
+    pairs, and a loss or a dot product of them was the same every sample. The multiset of values, and so the
+    distribution the factory drew, stays as it was; each sample's inputs depend on its own seed alone.
+
+    `fresh` (the factory, for an operator whose outputs a reordering does not change: a full sum, a sort):
+    each set's dense inputs are drawn anew from it instead, set i with seed + i. `renew` (an operator whose
+    sparse matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`."""
+    without_grad(_refresh, sets, masters, seed, renew, fresh)
 
 
-def _refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, renew: bool) -> None:
-    orders: dict[tuple[int, str], tuple[Any, ...]] = {}
-    for values, trusted in zip(sets, masters, strict=True):
-        for tensor, master in zip(values, trusted, strict=True):
+def _refresh(
+    sets: list[list[Any]],
+    masters: list[list[Any]],
+    seed: int,
+    renew: bool,
+    fresh: Callable[[int], list[Any]] | None,
+) -> None:
+    orders: dict[tuple[int, int], tuple[Any, ...]] = {}
+    for number, (values, trusted) in enumerate(zip(sets, masters, strict=True)):
+        made = fresh(seed + number) if fresh is not None else None
+        for position, (tensor, master) in enumerate(zip(values, trusted, strict=True)):
             if not isinstance(master, torch.Tensor):
                 continue
             # Its __class__ reassigned: a subclass's hooks would run here.
             if type(tensor) is not type(master):
                 raise Failure("rejected", "anti-hack check: an input tensor's class was changed")
-            # A sparse matrix: its pattern (the index arrays, parts 0 and 1) restored, its values reordered.
             sparse = tensor.layout in COMPRESSED
+            if made is not None and not sparse:
+                _fill(tensor, made[position], position)
+                continue
+            # A sparse matrix: its pattern (the index arrays, parts 0 and 1) restored, its values reordered.
             for k, (v, t) in enumerate(zip(parts(tensor), parts(master), strict=True)):
                 if (sparse and k < 2) or not _reorderable(t):
                     _copy(v, t)
                     continue
-                key = (_numel(v), str(v.device))
+                key = (position, k)
                 if key not in orders:
-                    orders[key] = _order(_numel(v), v.device, seed)
+                    orders[key] = _order(_numel(v), v.device, (seed + 7919 * (4 * position + k)) % (1 << 62))
                 if _contiguous(v):
                     _reorder(_view(v, -1), t.reshape(-1), orders[key])
                 else:  # a transposed or strided input: reordered in its own (logical) order, then written
@@ -233,6 +255,17 @@ def _refresh(sets: list[list[Any]], masters: list[list[Any]], seed: int, renew: 
             for i, tensor in enumerate(values):
                 if isinstance(tensor, torch.Tensor) and tensor.layout in COMPRESSED:
                     values[i] = renewed(tensor)
+
+
+def _fill(tensor: torch.Tensor, drawn: Any, position: int) -> None:
+    """A fresh draw written into the set's own tensor (it stays where it is: a CUDA graph replays on it)."""
+    if not isinstance(drawn, torch.Tensor) or drawn.shape != tensor.shape or drawn.dtype != tensor.dtype:
+        raise Failure(
+            "operator_error",
+            f"get_inputs() gave input {position} another shape or dtype for another seed: inputs drawn afresh "
+            "each sample must keep them",
+        )
+    _copy(tensor, drawn)
 
 
 def renewed(matrix: torch.Tensor) -> torch.Tensor:

@@ -60,6 +60,7 @@ GROSS = {"cuda": (4.0, 2.0), "cpu": (2.0, 1.0)}
 # A refresh (or the arm step) may take this much longer than its own floor before the excess is charged.
 PREP_TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.5, 0.3)}
 FLOOR_SAMPLES = 9
+FRESH_NOTE = "inputs drawn afresh each sample (reordering them leaves the outputs as they were)"
 # A batch whose samples, by the judge's clock, are shorter than this share of the calibration's target is
 # taken again with calls the judge chooses (Judge.time).
 SHORT_SAMPLE = 0.5
@@ -151,6 +152,7 @@ class Judge:
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
         self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
+        self.fresh = False  # inputs drawn afresh each sample, not reordered (_same_when_reordered)
         self._model64: Any = (
             None  # the reference in float64, built when first needed, dropped after the check
         )
@@ -339,6 +341,8 @@ class Judge:
                 if index == 0 and seed == seeds[0]:
                     with self.spend("check: float64"):
                         golden.get()  # the errors against float64 are reported for one seed at least
+                    with self.spend("check: reordering"):
+                        self.fresh = self._same_when_reordered(inputs, ref)
                 fingerprints.append([_fingerprint(r) for r in refs])
                 with self.spend("check: subject"):
                     answer, tensors = self.collect(asked, self._budget(refs, 2))
@@ -446,6 +450,7 @@ class Judge:
                     "calls": cmd.get("calls"),
                     "budget": budget,
                     "graph": graph,
+                    "fresh": self.fresh,
                 }
             )
         calls, mode, note = begun.get("calls"), begun.get("mode"), begun.get("note")
@@ -555,7 +560,7 @@ class Judge:
             "debug": [clocks, self.go_floor_ms],
             "calls_per_sample": calls,
             "sample_mode": mode,
-            "sample_note": note,
+            "sample_note": "; ".join(n for n in (note, FRESH_NOTE if self.fresh else None) if n) or None,
             "stopped_by": samples.stopped_by,
             "sm_clock_mhz": [clock_before, self.timer.sm_clock()],
             "l2_flush": self.device == "cuda",
@@ -564,11 +569,29 @@ class Judge:
             "judged_sample_ms": judged_ms,
         }
 
+    def _same_when_reordered(self, inputs: list[Any], ref: Any) -> bool:
+        """Whether the reference's outputs stay the same when its inputs are reordered as a timed sample's are
+        (a full sum, a sort, a loss over all elements, inputs that are all structure): a candidate could then
+        keep its answers from sample to sample, so such an operator's inputs are drawn afresh instead."""
+        moved = clone(inputs)
+        refresh([moved], [inputs], secrets.randbits(62))
+        try:
+            compare.compare(self._reference(moved), ref, self.atol, self.rtol)
+        except compare.Mismatch:
+            return False
+        return True
+
     def _refresh(self, sets: list[list[Any]], masters: list[list[Any]], seed: int) -> float:
         """The judge's own refresh, as the subject's; its time in ms."""
         assert self.op is not None
         t0 = _ns()
-        refresh(sets, masters, seed, renew=self.op.per_call_matrix)
+        refresh(
+            sets,
+            masters,
+            seed,
+            renew=self.op.per_call_matrix,
+            fresh=self.op.cases[0].make if self.fresh else None,
+        )
         if self.device == "cuda":
             torch.cuda.synchronize()
         return (_ns() - t0) / 1e6

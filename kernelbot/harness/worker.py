@@ -115,6 +115,7 @@ class Subject:
         self.calls = 1
         self.outputs: list[Any] = []
         self.graph: torch.cuda.CUDAGraph | None = None  # the timed calls, captured (capture())
+        self.fresh = False
         self.tolerance = (job.get("atol"), job.get("rtol"))
 
     def guard(self) -> None:
@@ -148,10 +149,13 @@ class Subject:
             del out
         return described
 
-    def time_begin(self, seed: int, calls: int | None, budget: int, graph: str) -> dict[str, Any]:
+    def time_begin(
+        self, seed: int, calls: int | None, budget: int, graph: str, fresh: bool
+    ) -> dict[str, Any]:
         """Set up a timing batch. `graph`: "off" (plain calls), "on" (replay from a CUDA graph where it can be
         captured) or "auto" ("on" for an operator whose call takes under GRAPH_BELOW_MS)."""
         self.graph = None  # the last batch's graph (and the memory it holds) goes before this one's sets
+        self.fresh = fresh  # inputs drawn afresh by each refresh (the judge found reordering changes nothing)
         first = self.op.cases[0].make(seed)
         pristine = clone(first)  # before the subject sees them: a write into its inputs is undone below
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
@@ -232,7 +236,13 @@ class Subject:
         # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
         # guard runs after each checked call and once a timing has ended (last_outputs). No L2 flush either:
         # the judge flushes after this, from its own process, and that flush is the one that counts.
-        refresh(self.sets, self.masters, seed, renew=self.op.per_call_matrix)
+        refresh(
+            self.sets,
+            self.masters,
+            seed,
+            renew=self.op.per_call_matrix,
+            fresh=self.op.cases[0].make if self.fresh else None,
+        )
         self.timer.sync()
 
     def go(self) -> dict[str, Any]:
@@ -320,6 +330,7 @@ def main() -> None:
                             cmd.get("calls"),
                             int(cmd["budget"]),
                             str(cmd.get("graph", "off")),
+                            cmd.get("fresh") is True,
                         ),
                     }
             elif kind == "prep":
