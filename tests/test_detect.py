@@ -153,7 +153,9 @@ def test_a_file_one_name_short_of_an_operator_is_named(repo: GitRepoBuilder) -> 
     """A typo'd get_inputs: not an operator, and a review says so instead of "no operator changed"."""
     base = repo.head()
     half = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_input():\n    return []\ndef get_init_inputs():\n    return []\n"
-    head = repo.commit({"ops/typo.py": half, "ops/helper.py": "class Model:\n    pass\n"}, "head")
+    head = repo.commit(
+        {"ops/typo.py": half, ".hidden/typo.py": half, "ops/helper.py": "class Model:\n    pass\n"}, "head"
+    )
     assert detect(repo.root, base, head) == []
     assert near_misses(repo.root, base, head) == [
         "ops/typo.py defines Model and get_init_inputs but not get_inputs: not measured as an operator "

@@ -101,18 +101,8 @@ def test_the_guard_watches_every_operator_the_harness_runs_between_the_timed_cal
     """guards.HARNESS_OPS is the list of ATen operators whose kernels the guard compares with their snapshot:
     a refresh (dense, both orders, sparse, renewed) and an output's copy through torch must run none outside
     it, or a kernel registered over that one would run unseen."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from kernelbot.harness import guards, link
     from kernelbot.harness.inputs import PERMUTE_MAX, refresh
-
-    seen: set[str] = set()
-
-    class Trace(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            name = func._schema.name
-            seen.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
-            return func(*args, **(kwargs or {}))
 
     matrix = torch.randn(12, 9).relu().to_sparse_csr()
     masters = [
@@ -127,9 +117,9 @@ def test_the_guard_watches_every_operator_the_harness_runs_between_the_timed_cal
     ]
     sets = [[v.clone() if isinstance(v, torch.Tensor) else v for v in masters[0]]]
     transposed = torch.randn(5, 3).t()
-    with Trace():
-        refresh(sets, masters, 123, renew=True)
-        link.bytes_through_torch(transposed)
+    seen = guards.ops_run_by(
+        lambda: (refresh(sets, masters, 123, renew=True), link.bytes_through_torch(transposed))
+    )
     assert seen, "the trace saw nothing"
     assert seen <= set(guards.HARNESS_OPS), sorted(seen - set(guards.HARNESS_OPS))
 
@@ -167,3 +157,18 @@ def test_a_transposed_input_is_reordered_in_place_and_keeps_its_strides() -> Non
     assert fresh.stride() == master.stride()
     assert not torch.equal(fresh, master)
     assert torch.equal(fresh.flatten().sort().values, master.flatten().sort().values)
+
+
+def test_a_kernel_registered_over_one_the_input_factory_runs_is_found() -> None:
+    """A refresh that draws inputs afresh runs the operator's factory between the timed calls: the guard
+    watches the operators the factory runs (traced when the candidate loads) as it watches its own."""
+    from kernelbot.harness import guards
+
+    factory = lambda: [torch.randn(64), torch.randint(0, 9, (8,))]  # noqa: E731
+    integrity = guards.Integrity(ops=guards.ops_run_by(factory))
+    library = torch.library.Library("aten", "IMPL")
+    library.impl("randn", lambda *a, **k: torch.zeros(64), "CompositeExplicitAutograd")
+    try:
+        assert any("replaced the kernel of aten::randn" in v for v in integrity.violations())
+    finally:
+        library._destroy()

@@ -148,12 +148,12 @@ def _aten_overrides() -> frozenset[str]:
 
 
 # The ATen operators the harness itself runs in the subject process once untrusted code is loaded: the refresh
-# (inputs.refresh, sparse matrices and renewed ones included), an output's copy for a layout read through
-# torch (link.Outgoing), the CUDA-graph check and the arm step. tests/test_trust.py traces those paths and
-# checks that this list covers them.
+# (inputs.refresh, sparse matrices and renewed ones included), an output's copy through torch
+# (link.bytes_through_torch) and the arm step; tests/test_inputs.py traces the first two and checks that
+# this list covers them. The input factory's own are traced when a candidate is loaded (ops_run_by).
 HARNESS_OPS = (
     "aten::_local_scalar_dense", "aten::_unsafe_view", "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias",
-    "aten::all", "aten::ge.Tensor", "aten::item", "aten::arange", "aten::arange.start",
+    "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::arange", "aten::arange.start",
     "aten::ccol_indices", "aten::clone", "aten::col_indices", "aten::contiguous", "aten::copy_",
     "aten::crow_indices", "aten::detach", "aten::empty.memory_format", "aten::fill_.Scalar", "aten::full",
     "aten::index.Tensor", "aten::mul_.Scalar", "aten::mul_.Tensor", "aten::randperm",
@@ -164,13 +164,31 @@ HARNESS_OPS = (
 _dump = torch._C._dispatch_dump
 
 
-def _harness_kernels() -> dict[str, str]:
+def ops_run_by(fn: Callable[[], Any]) -> set[str]:
+    """The ATen operators fn() runs (an input factory, which a refresh that draws inputs afresh runs between
+    the timed calls): traced once, before any untrusted code is loaded."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Trace(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._schema.name
+            seen.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
+            return func(*args, **(kwargs or {}))
+
+    with Trace():
+        fn()
+    return seen
+
+
+def _harness_kernels(ops: tuple[str, ...] = HARNESS_OPS) -> dict[str, str]:
     """Each of HARNESS_OPS's registrations as the dispatcher lists them, key by key. A kernel registered over
     an existing one (torch.library or torch._C's dispatcher library, for a key the operator already has)
     shows there as a new line with the old one marked inactive; the registration names that _aten_overrides
     reads do not change then. ~0.5 ms on the CPU."""
     found = {}
-    for name in HARNESS_OPS:
+    for name in ops:
         try:
             lines = _dump(name).splitlines()
         except RuntimeError:  # an operator this build does not have
@@ -241,10 +259,19 @@ def child_processes() -> list[int]:
 class Integrity:
     """A snapshot taken before candidate code is imported, verified after every command."""
 
-    def __init__(self, extra: dict[str, Any] | None = None, *, count_native_threads: bool = False) -> None:
+    def __init__(
+        self,
+        extra: dict[str, Any] | None = None,
+        *,
+        count_native_threads: bool = False,
+        ops: set[str] | None = None,
+    ) -> None:
         """`extra`: more modules or classes (name -> object) whose attributes must stay as they are.
         `count_native_threads`: threads no Python object stands for are refused too (on the CPU, where honest
-        code starts none in the sandbox: one thread for torch, no compile workers; a GPU runtime may)."""
+        code starts none in the sandbox: one thread for torch, no compile workers; a GPU runtime may).
+        `ops`: more ATen operators the harness runs in this process (the input factory's), watched as
+        HARNESS_OPS are."""
+        self._ops = tuple(sorted(set(HARNESS_OPS) | (ops or set())))
         self._count_native = count_native_threads
         self._native = native_threads()
         self._getters = _watched()
@@ -253,7 +280,7 @@ class Integrity:
             name: (obj, dict(vars(obj))) for name, obj in {**_namespaces(), **(extra or {})}.items()
         }
         self._kernels = _aten_overrides()
-        self._harness_kernels = _harness_kernels()
+        self._harness_kernels = _harness_kernels(self._ops)
         self._modes = _modes()
         self._flags = precision_flags()
         self._threads = {t.ident for t in _threads()}
@@ -294,7 +321,9 @@ class Integrity:
                 "in the harness's own calls too)"
             )
         replaced = [
-            name for name, dump in _harness_kernels().items() if self._harness_kernels.get(name) != dump
+            name
+            for name, dump in _harness_kernels(self._ops).items()
+            if self._harness_kernels.get(name) != dump
         ]
         if replaced:
             found.append(

@@ -24,7 +24,7 @@ _view, _copy, _numel, _floating, _complex, _contiguous = (
     _T.is_complex,
     _T.is_contiguous,
 )
-_empty, _ge, _all, _item, _dim, _getitem = torch.empty, _T.ge, _T.all, _T.item, _T.dim, _T.__getitem__
+_empty, _ge, _le, _all, _item, _getitem = torch.empty, _T.ge, _T.le, _T.all, _T.item, _T.__getitem__
 _crow, _ccol, _cols, _rows, _values = (
     _T.crow_indices,
     _T.ccol_indices,
@@ -170,16 +170,17 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
 def _reorderable(master: torch.Tensor) -> bool:
     """Whether a refresh reorders an input's values (else it restores them). Floating and complex ones, and
     integer and boolean ones too (indices, labels, masks: the same in every sample, an embedding lookup's
-    outputs could be cached by a candidate, 230x eager on the CPU), unless sorted along their last dimension
-    in every row: offsets, pointers and boundaries, a structure a permutation would break."""
+    outputs could be cached by a candidate, 230x eager on the CPU), unless sorted (either way) along their
+    last dimension in every row: offsets, pointers, lengths, boundaries, a structure a permutation would
+    break. One that breaks all the same makes the judge draw the inputs afresh (Judge._drawn_afresh)."""
     if _numel(master) <= 1:
         return False
     if _floating(master) or _complex(master):
         return True
-    if _dim(master) == 0 or master.shape[-1] < 2:
+    if master.shape[-1] < 2:
         return True
     later, earlier = _getitem(master, (..., slice(1, None))), _getitem(master, (..., slice(None, -1)))
-    return not _item(_all(_ge(later, earlier)))
+    return not (_item(_all(_ge(later, earlier))) or _item(_all(_le(later, earlier))))
 
 
 def without_grad(fn: Any, *args: Any) -> Any:
@@ -223,7 +224,8 @@ def _refresh(
     renew: bool,
     fresh: Callable[[int], list[Any]] | None,
 ) -> None:
-    orders: dict[tuple[int, int], tuple[Any, ...]] = {}
+    orders: dict[tuple[int, int, int], tuple[Any, ...]] = {}
+    reorder: dict[tuple[int, int], bool] = {}  # decided once per input part, on the first set's master
     for number, (values, trusted) in enumerate(zip(sets, masters, strict=True)):
         made = fresh(seed + number) if fresh is not None else None
         for position, (tensor, master) in enumerate(zip(values, trusted, strict=True)):
@@ -238,10 +240,12 @@ def _refresh(
                 continue
             # A sparse matrix: its pattern (the index arrays, parts 0 and 1) restored, its values reordered.
             for k, (v, t) in enumerate(zip(parts(tensor), parts(master), strict=True)):
-                if (sparse and k < 2) or not _reorderable(t):
+                if (position, k) not in reorder:
+                    reorder[position, k] = not (sparse and k < 2) and _reorderable(t)
+                if not reorder[position, k]:
                     _copy(v, t)
                     continue
-                key = (position, k)
+                key = (position, k, _numel(v))  # a sparse matrix's nonzeros, a length, may differ by set
                 if key not in orders:
                     orders[key] = _order(_numel(v), v.device, (seed + 7919 * (4 * position + k)) % (1 << 62))
                 if _contiguous(v):

@@ -342,7 +342,7 @@ class Judge:
                     with self.spend("check: float64"):
                         golden.get()  # the errors against float64 are reported for one seed at least
                     with self.spend("check: reordering"):
-                        self.fresh = self._same_when_reordered(inputs, ref)
+                        self.fresh = self._drawn_afresh(inputs, ref)
                 fingerprints.append([_fingerprint(r) for r in refs])
                 with self.spend("check: subject"):
                     answer, tensors = self.collect(asked, self._budget(refs, 2))
@@ -441,13 +441,15 @@ class Judge:
         budget = set_bytes_budget(self.device)
         # The most calls a sample may make: one input set each (worker.Subject.time_begin).
         self._most_calls = input_sets_for(timing.MAX_CALLS_PER_SAMPLE, nbytes(first), budget)
+        # Calls fixed by another side (a pair, a later round) whose inputs allow more sets: capped here too.
+        fixed = min(int(cmd["calls"]), self._most_calls) if cmd.get("calls") else None
         graph = cmd.get("graph", "off") if self.device == "cuda" else "off"
         with self.spend("time: set-up"):
             begun, _ = self.ask(
                 {
                     "cmd": "time_begin",
                     "seed": seed,
-                    "calls": cmd.get("calls"),
+                    "calls": fixed,
                     "budget": budget,
                     "graph": graph,
                     "fresh": self.fresh,
@@ -463,7 +465,7 @@ class Judge:
             raise Failure(
                 "rejected", f"anti-hack check: the subject process chose {calls!r} calls per sample"
             )
-        if cmd.get("calls") and calls != cmd["calls"]:
+        if fixed is not None and calls != fixed:
             raise Failure("rejected", "anti-hack check: the subject process changed the calls per sample")
         n_sets = input_sets_for(calls, nbytes(first), budget)
         if begun.get("n_sets") != n_sets or calls > n_sets:
@@ -569,16 +571,25 @@ class Judge:
             "judged_sample_ms": judged_ms,
         }
 
-    def _same_when_reordered(self, inputs: list[Any], ref: Any) -> bool:
-        """Whether the reference's outputs stay the same when its inputs are reordered as a timed sample's are
-        (a full sum, a sort, a loss over all elements, inputs that are all structure): a candidate could then
-        keep its answers from sample to sample, so such an operator's inputs are drawn afresh instead."""
-        moved = clone(inputs)
-        refresh([moved], [inputs], secrets.randbits(62))
-        try:
-            compare.compare(self._reference(moved), ref, self.atol, self.rtol)
-        except compare.Mismatch:
-            return False
+    def _drawn_afresh(self, inputs: list[Any], ref: Any) -> bool:
+        """Whether a timed sample's inputs are drawn afresh from the factory rather than reordered: where the
+        reference's outputs stay the same (to rounding) when its inputs are reordered as a sample's are (a
+        full sum, a sort, inputs that are all structure), a candidate could keep its answers from sample to
+        sample; where the operator fails on reordered inputs (an integer input with a structure that is not
+        sorted: an edge list, sequence lengths), only the factory makes valid ones. Two reorders, so that a
+        change that happens to fall within the rounding margin once does not decide it."""
+        for _ in range(2):
+            moved = clone(inputs)
+            refresh([moved], [inputs], secrets.randbits(62))
+            try:
+                out = self._reference(moved)
+            except Failure:
+                return True
+            try:
+                if not compare.identical_or_rounding(out, ref, self.atol, self.rtol):
+                    return False
+            except compare.Mismatch:  # another shape or type: not the same
+                return False
         return True
 
     def _refresh(self, sets: list[list[Any]], masters: list[list[Any]], seed: int) -> float:

@@ -88,9 +88,9 @@ def make_inputs(factory: Callable[[], Any], seed: int, device: str) -> list[Any]
 
 
 def _listed(made: Any) -> list[Any]:
-    """The factory's result as the forward's arguments: a list or tuple (a bare tensor would be read row by
-    row, and the forward would then get as many arguments as the tensor has rows)."""
-    if not isinstance(made, list | tuple):
+    """The factory's result as the forward's arguments: any iterable but a tensor (a bare tensor would be read
+    row by row, and the forward would then get as many arguments as the tensor has rows)."""
+    if isinstance(made, torch.Tensor):
         raise TypeError(
             f"get_inputs() returned a {type(made).__name__}, not a list: return a list of the forward's "
             "arguments, e.g. [x]"

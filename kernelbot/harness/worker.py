@@ -101,7 +101,12 @@ class Subject:
         if tqdm is not None:
             tqdm.tqdm.monitor_interval = 0
         self.integrity = (
-            guards.Integrity(_trusted_namespaces(self.op), count_native_threads=self.device == "cpu")
+            guards.Integrity(
+                _trusted_namespaces(self.op),
+                count_native_threads=self.device == "cpu",
+                # A refresh that draws inputs afresh runs the factory: its operators are watched too.
+                ops=guards.ops_run_by(lambda: self.op.cases[0].make(0)),
+            )
             if self.name == "candidate"
             else None
         )

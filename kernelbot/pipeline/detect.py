@@ -63,12 +63,13 @@ def near_misses(repo: Path, base: str, head: str) -> list[str]:
     """Python files the change touched that define two of a KernelBench operator's three names but not the
     third: not operators, and a review would otherwise say nothing of them (a typo'd get_inputs)."""
     root = gitrepo.toplevel(repo)
-    head_sha = gitrepo.resolve(root, head)
-    paths = [
-        c.path
-        for c in gitrepo.changed_files(root, gitrepo.resolve(root, base), head_sha)
-        if c.status != "deleted" and c.path.endswith(".py")
-    ]
+    base_sha, head_sha = gitrepo.resolve(root, base), gitrepo.resolve(root, head)
+    diff = gitrepo.changed_files(root, base_sha, head_sha)
+    try:
+        config = _Detector(root, base_sha, head_sha, diff).head.config()
+    except ConfigError:
+        return []  # the review says what is wrong with the config
+    paths = [c.path for c in diff if c.status != "deleted" and _searched(c.path, config)]
     found = []
     for path, data in gitrepo.read_files(root, head_sha, paths).items():
         try:
@@ -84,6 +85,15 @@ def near_misses(repo: Path, base: str, head: str) -> list[str]:
                 "(a KernelBench-form file defines class Model, get_inputs() and get_init_inputs())"
             )
     return found
+
+
+def _searched(rel: str, config: Config) -> bool:
+    """A Python file where operators are looked for: watched by the config, not in a hidden folder."""
+    return (
+        rel.endswith(".py")
+        and not any(p.startswith(".") for p in rel.split("/")[:-1])
+        and watched(rel, config)
+    )
 
 
 @dataclass
@@ -134,7 +144,7 @@ class _Detector:
         candidates = [
             rel
             for rel in gitrepo.grep_files(self.root, side.sha, "get_init_inputs", "*.py")
-            if not any(part.startswith(".") for part in rel.split("/")[:-1]) and watched(rel, config)
+            if _searched(rel, config)
         ]
         side.prefetch(candidates)
         for rel in candidates:

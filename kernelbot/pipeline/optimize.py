@@ -86,9 +86,10 @@ def why_nothing_suggested(result: OptimizeResult) -> str | None:
     if not correct:
         return f"{len(result.candidates)} candidate(s) tried, none correct"
     c = max(correct, key=lambda c: c.speedup_vs_eager or 0.0)
+    speed = f"{c.speedup_vs_eager:.2f}x eager" if c.speedup_vs_eager else "not timed"
     return (
         f"{len(result.candidates)} candidate(s) tried, none faster by the reward's rule; the best, {c.origin}, "
-        f"{c.speedup_vs_eager or 0:.2f}x eager (reward {c.reward})"
+        f"{speed} (reward {c.reward})"
     )
 
 
