@@ -75,10 +75,12 @@ def test_input_sets_shrink_to_the_gpu_memory(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize("n", [1000, 16384 + 1, 3 * 65536 + 77, (1 << 20) + 5])
-def test_each_sample_reorders_every_value_and_keeps_no_neighbours_together(n: int) -> None:
+def test_each_sample_draws_new_values_from_the_master_and_keeps_no_neighbours_together(n: int) -> None:
     # A shift (or a shift and an order of blocks) kept each row a window of the master: a row-wise operator
     # could table its outputs for every shift at load time and gather them when timed (a reviewer's
-    # finding). Now: the same values, an order only the seed decides, and neighbours apart.
+    # finding). A permutation kept the multiset of values, so a statistic of them (a quantile, a norm) could
+    # be kept from sample to sample (attacker round 8: 113x eager). Now: values drawn from the master's, a
+    # multiset and an order only the seed decides, and neighbours apart.
     from kernelbot.harness.inputs import refresh
 
     master = torch.arange(n, dtype=torch.float64)
@@ -86,7 +88,9 @@ def test_each_sample_reorders_every_value_and_keeps_no_neighbours_together(n: in
     masters = [[master, torch.arange(3)]]
     refresh(sets, masters, seed=11)
     got = sets[0][0].clone()
-    assert torch.equal(got.sort().values, master)  # a permutation of the master's values
+    assert bool(torch.isin(got, master).all())  # every value one of the master's
+    assert not torch.equal(got.sort().values, master)  # but not the same multiset: about a third repeat
+    assert 0.2 < 1 - got.unique().numel() / n < 0.5
     assert torch.equal(sets[0][1], torch.arange(3))  # what is not reordered is restored
     again = [[torch.empty(n, dtype=torch.float64), torch.arange(3)]]
     refresh(again, masters, seed=11)
@@ -139,9 +143,9 @@ def test_integer_inputs_are_reordered_unless_sorted_along_their_last_dimension()
     refresh(sets, masters, 7)
     new_indices, new_offsets, new_mask, new_matrix = sets[0]
     assert not torch.equal(new_indices, indices)
-    assert torch.equal(new_indices.flatten().sort().values, indices.flatten().sort().values)
+    assert bool(torch.isin(new_indices, indices).all())  # valid indices: each one of the master's
     assert torch.equal(new_offsets, offsets)
-    assert not torch.equal(new_mask, mask) and int(new_mask.sum()) == int(mask.sum())
+    assert not torch.equal(new_mask, mask)
     assert torch.equal(new_matrix.crow_indices(), matrix.crow_indices())
     assert torch.equal(new_matrix.col_indices(), matrix.col_indices())
     assert not torch.equal(new_matrix.values(), matrix.values())
@@ -156,7 +160,7 @@ def test_a_transposed_input_is_reordered_in_place_and_keeps_its_strides() -> Non
     (fresh,) = sets[0]
     assert fresh.stride() == master.stride()
     assert not torch.equal(fresh, master)
-    assert torch.equal(fresh.flatten().sort().values, master.flatten().sort().values)
+    assert bool(torch.isin(fresh, master).all())
 
 
 def test_a_kernel_registered_over_one_the_input_factory_runs_is_found() -> None:

@@ -29,6 +29,7 @@ FLAGGED = [
     ("harness-access", "from kernelbot.harness import compare\n"),
     # threads and processes
     ("concurrency", "from torch.jit._async import fork\n"),
+    ("concurrency", "import logging.handlers\nq = logging.handlers.QueueListener(None)\n"),
     ("concurrency", "import torch\nf = torch._C.fork\n"),
     ("concurrency", "import threading\n"),
     ("concurrency", "from concurrent.futures import ThreadPoolExecutor\n"),

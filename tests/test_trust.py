@@ -307,14 +307,32 @@ LOSS = (
 )
 
 
+CLIP = (
+    "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def __init__(self, q):\n"
+    "        super().__init__()\n        self.q = q\n\n    def forward(self, x):\n"
+    "        t = torch.quantile(x.abs().flatten(), self.q)\n        return torch.clamp(x, -t, t)\n\n\n"
+    "def get_inputs():\n    return [torch.randn(256, 1024)]\n\n\ndef get_init_inputs():\n    return [0.999]\n"
+)
+SORTED = SORT.replace("torch.randn(256, 1024)", "torch.sort(torch.randint(0, 1000, (4096,))).values")
+
+
 @pytest.mark.parametrize(
-    ("source", "attack", "fresh"), [(SORT, "sort_cache", True), (LOSS, "loss_cache", False)]
+    ("source", "attack", "fresh"),
+    [
+        (SORT, "sort_cache", False),
+        (LOSS, "loss_cache", False),
+        (CLIP, "quantile_cache", False),
+        (SORTED, "sort_cache", True),
+    ],
+    ids=["sort", "loss", "quantile", "structure-only"],
 )
 def test_outputs_kept_from_an_earlier_sample_are_wrong_now(
     source: str, attack: str, fresh: bool, tmp_path: Path
 ) -> None:
     """A sort of every element, or a loss over two same-size inputs, gave the same outputs in every sample
-    (the refresh only permuted, with one order for both inputs): answers kept by identity stayed right."""
+    (the refresh only permuted, with one order for both inputs): answers kept by identity stayed right. Now
+    each sample's values are drawn from the master's (the multiset changes); an operator whose inputs the
+    refresh cannot change (all sorted integers: structure) gets them drawn afresh from its factory."""
     (tmp_path / "op.py").write_text(source)
     job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
     settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)

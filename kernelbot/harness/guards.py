@@ -153,7 +153,8 @@ def _aten_overrides() -> frozenset[str]:
 # this list covers them. The input factory's own are traced when a candidate is loaded (ops_run_by).
 HARNESS_OPS = (
     "aten::_local_scalar_dense", "aten::_unsafe_view", "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias",
-    "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::arange", "aten::arange.start",
+    "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::lt.Scalar", "aten::rand.generator",
+    "aten::where.self", "aten::arange", "aten::arange.start",
     "aten::ccol_indices", "aten::clone", "aten::col_indices", "aten::contiguous", "aten::copy_",
     "aten::crow_indices", "aten::detach", "aten::empty.memory_format", "aten::fill_.Scalar", "aten::full",
     "aten::index.Tensor", "aten::mul_.Scalar", "aten::mul_.Tensor", "aten::randperm",
