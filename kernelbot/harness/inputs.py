@@ -173,10 +173,18 @@ def _gather(source: torch.Tensor, order: tuple[Any, ...], rows: slice | None) ->
 
 def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -> None:
     """flat = source's values drawn by the two orders (source is the untouched master, so every gather is out
-    of place)."""
+    of place). Integer and boolean values by the first order alone: reordered, their multiset kept, so
+    indices that were distinct stay distinct (an index_put's or a scatter's result stays defined)."""
     first, second, mask = order
+    if not (_floating(source) or _complex(source)):
+        mask = None
+
+    def drawn(rows: slice | None, pattern: torch.Tensor | None) -> torch.Tensor:
+        one = _gather(source, first, rows)
+        return one if pattern is None else torch.where(pattern, one, _gather(source, second, rows))
+
     if first[0] == "perm":
-        flat.copy_(torch.where(mask, _gather(source, first, None), _gather(source, second, None)))
+        flat.copy_(drawn(None, mask))
         return
     _, blocks, _, tail = first
     whole = 0
@@ -185,13 +193,9 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
         dst = flat[:whole].view(-1, BLOCK)
         for start in range(0, blocks.numel(), BLOCKS_AT_ONCE):
             rows = slice(start, start + BLOCKS_AT_ONCE)
-            picked = torch.where(mask[None, :], _gather(source, first, rows), _gather(source, second, rows))
-            dst[rows].copy_(picked)
+            dst[rows].copy_(drawn(rows, None if mask is None else mask[None, :]))
     if tail is not None:
-        picked = torch.where(
-            mask[: tail.numel()], _gather(source, first, None), _gather(source, second, None)
-        )
-        flat[whole:].copy_(picked)
+        flat[whole:].copy_(drawn(None, None if mask is None else mask[: tail.numel()]))
 
 
 def _reorderable(master: torch.Tensor) -> bool:
