@@ -90,7 +90,7 @@ def test_rules_match_on_the_structure_and_never_without_a_sparse_input() -> None
     assert shipped.matches({**facts, "sparse": thin}, "cuda", "kernelbench", {}) is not None
 
 
-def test_a_refresh_reorders_a_sparse_inputs_values_and_keeps_its_pattern() -> None:
+def test_a_refresh_draws_a_sparse_inputs_values_anew_and_keeps_its_pattern() -> None:
     dense = torch.where(torch.rand(300, 300) < 0.05, torch.randn(300, 300), torch.zeros(()))
     master = [dense.to_sparse_csr(), torch.randn(300, 4)]
     work = clone(master)
@@ -99,8 +99,8 @@ def test_a_refresh_reorders_a_sparse_inputs_values_and_keeps_its_pattern() -> No
     refresh([work], [master], seed=7)
     (crow, col, values), (mcrow, mcol, mvalues) = parts(work[0]), parts(master[0])
     assert torch.equal(crow, mcrow) and torch.equal(col, mcol)  # the pattern is the master's again
-    assert not torch.equal(values, mvalues)  # the values are reordered...
-    assert torch.equal(values.sort().values, mvalues.sort().values)  # ...and are the master's multiset
+    assert not torch.equal(values, mvalues)  # the values are drawn anew...
+    assert bool(torch.isin(values, mvalues).all())  # ...from the master's
     assert same_tensor(master[0], master[0].clone()) and not same_tensor(master[0], work[0])
     assert nbytes(master) == sum(p.numel() * p.element_size() for p in parts(master[0])) + 300 * 4 * 4
 
