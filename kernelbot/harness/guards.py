@@ -183,8 +183,8 @@ def ops_run_by(fn: Callable[[], Any]) -> set[str]:
     return seen
 
 
-def _harness_kernels(ops: tuple[str, ...] = HARNESS_OPS) -> dict[str, str]:
-    """Each of HARNESS_OPS's registrations as the dispatcher lists them, key by key. A kernel registered over
+def _harness_kernels(ops: tuple[str, ...]) -> dict[str, str]:
+    """Each of the operators' registrations (HARNESS_OPS and the factory's) as the dispatcher lists them. A kernel registered over
     an existing one (torch.library or torch._C's dispatcher library, for a key the operator already has)
     shows there as a new line with the old one marked inactive; the registration names that _aten_overrides
     reads do not change then. ~0.5 ms on the CPU."""
@@ -286,12 +286,6 @@ class Integrity:
         self._flags = precision_flags()
         self._threads = {t.ident for t in _threads()}
         self._children = set(child_processes())
-
-    def rebase_threads(self) -> None:
-        """Accept threads started by trusted code (torch.compile, CUDA init) before the candidate runs."""
-        self._threads = {t.ident for t in _threads()}
-        self._children = set(child_processes())
-        self._native = native_threads()
 
     def violations(self) -> list[str]:
         found = []
