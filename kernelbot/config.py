@@ -194,7 +194,10 @@ def parse_config(data: Any, path: str = CONFIG_PATH) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc.errors()[0], path)) from None
+        # Every bad key in one line, so a user fixes them in one pass rather than one run each.
+        first, *rest = (_describe(error, path) for error in exc.errors())
+        also = [line.removeprefix(f"{path}: ") for line in rest]
+        raise ConfigError("; also ".join([first, *also])) from None
 
 
 def load_config(repo: Path) -> Config:

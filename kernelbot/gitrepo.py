@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -82,9 +83,25 @@ def resolve(repo: Path, revision: str) -> str:
         repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{revision}^{{commit}}", check=False
     )
     if proc.returncode != 0:
-        hint = "; in a shallow clone, fetch it first" if is_shallow(repo) else ""
+        close = difflib.get_close_matches(revision, _ref_names(repo), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        hint += "; in a shallow clone, fetch it first" if is_shallow(repo) else ""
         raise GitError(f"unknown revision '{revision}' in {repo}; check the branch or SHA{hint}")
     return proc.stdout.decode().strip()
+
+
+def _ref_names(repo: Path) -> list[str]:
+    """Branch and tag names, short (`main`, `origin/main`, `v1.0`), for a "did you mean" on a typo."""
+    proc = _git(
+        repo,
+        "for-each-ref",
+        "--format=%(refname:short)",
+        "refs/heads",
+        "refs/remotes",
+        "refs/tags",
+        check=False,
+    )
+    return proc.stdout.decode(errors="replace").split() if proc.returncode == 0 else []
 
 
 def is_shallow(repo: Path) -> bool:

@@ -175,6 +175,19 @@ def test_config_error_is_one_line_with_file_and_key(repo: Path, capsys: pytest.C
     )
 
 
+def test_every_bad_config_key_is_named_in_the_one_line(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / ".github" / "kernelbot.yml").write_text("harness:\n  time_budgt_s: 1\n  seeds: many\nagnet: {}\n")
+    assert main(["check", "ops/lin.py", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("kernelbot: error: .github/kernelbot.yml: ")
+    assert err.count("; also ") == 2
+    assert "unknown key 'harness.time_budgt_s': did you mean 'time_budget_s'?" in err
+    assert "key 'harness.seeds': Input should be a valid integer" in err
+    assert "unknown key 'agnet': did you mean 'agent'?" in err
+
+
 @pytest.mark.slow
 def test_compile_baseline_is_measured_once_then_cached(repo: Path) -> None:
     code, first = run_json(["check", "ops/lin.py", "--candidate", "cand/good.py", "--device", "cpu"], repo)

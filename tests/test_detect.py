@@ -345,6 +345,11 @@ def test_c_tokens_ignore_comments_but_keep_strings() -> None:
 def test_unknown_revision_and_not_a_repository(repo: GitRepoBuilder, tmp_path: Path) -> None:
     with pytest.raises(GitError, match=r"unknown revision 'nope' in .*; check the branch or SHA"):
         detect(repo.root, "nope", "HEAD")
+    repo.branch("feature-fast-gemm")
+    with pytest.raises(
+        GitError, match=r"unknown revision 'feature-fast-gem' .*; did you mean 'feature-fast-gemm'\?"
+    ):
+        detect(repo.root, "feature-fast-gem", "HEAD")  # a typo of a branch is answered with the branch
     with pytest.raises(GitError, match="unknown revision"):
         gitrepo.resolve(repo.root, "--output=/tmp/x")  # not read as an option
     plain = tmp_path / "plain"

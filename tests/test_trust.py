@@ -35,7 +35,9 @@ SECRETS = {
     "KERNELBOT_DB_URL": f"postgresql://bot:{uuid.uuid4().hex}@db/kernelbot",
     "AWS_ACCESS_KEY_ID": "AKIA" + uuid.uuid4().hex[:16].upper(),
 }
-MATMUL = {"kind": "kernelbench", "root": str(OPS), "file": "matmul_op.py", "device": "cpu",
+# `KERNELBOT_ADVERSARIAL_DEVICE=cuda` runs these attacks on a GPU machine too (as tests/test_adversarial.py).
+DEVICE = os.environ.get("KERNELBOT_ADVERSARIAL_DEVICE", "cpu")
+MATMUL = {"kind": "kernelbench", "root": str(OPS), "file": "matmul_op.py", "device": DEVICE,
           "allow_tf32": False, "atol": None, "rtol": None}  # fmt: skip
 
 pytestmark = pytest.mark.skipif(jail.probe() is not None, reason=f"no OS sandbox here: {jail.probe()}")

@@ -1,0 +1,80 @@
+"""Probe: which honest GPU workloads start OS threads (as /proc/self/task lists them) after CUDA is up.
+
+The guard refuses native threads that outlive a call only on the CPU (`guards.Integrity(count_native_threads=)`),
+because a GPU runtime may start its own. This measures which ones do, each case in a fresh process that first
+does what the worker does before its snapshot (CUDA context, one cuBLAS call), then runs the case twice.
+Usage: python benchmarks/probes/native_threads.py OUT.json
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CASES = {
+    "elementwise": "y = x.relu()",
+    "matmul": "y = x @ x",
+    "cupy_rawkernel": (
+        "import cupy\n"
+        "k = cupy.RawKernel(r'''extern \"C\" __global__ void f(float* x, int n) {"
+        " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }''', 'f')\n"
+        "c = cupy.asarray(x.flatten())\n"
+        "k((x.numel() // 256 + 1,), (256,), (c, cupy.int32(x.numel())))\n"
+        "cupy.cuda.Device().synchronize()"
+    ),
+    "triton": (
+        "import triton, triton.language as tl\n"
+        "@triton.jit\n"
+        "def f(p, n, B: tl.constexpr):\n"
+        "    i = tl.program_id(0) * B + tl.arange(0, B)\n"
+        "    tl.store(p + i, tl.load(p + i, mask=i < n) * 2, mask=i < n)\n"
+        "f[(x.numel() // 1024 + 1,)](x, x.numel(), B=1024)"
+    ),
+    "torch_compile": "g = torch.compile(lambda t: (t * 2).relu() + 1)\ny = g(x)",
+    "cuda_graph": (
+        "g = torch.cuda.CUDAGraph()\ns = torch.cuda.Stream()\ns.wait_stream(torch.cuda.current_stream())\n"
+        "with torch.cuda.stream(s):\n    y = x * 2\ntorch.cuda.current_stream().wait_stream(s)\n"
+        "with torch.cuda.graph(g):\n    y = x * 2\ng.replay()"
+    ),
+    "side_stream_event": (
+        "s = torch.cuda.Stream()\ne = torch.cuda.Event(enable_timing=True)\n"
+        "with torch.cuda.stream(s):\n    y = x + 1\n    e.record()\ne.synchronize()"
+    ),
+}
+
+CHILD = """
+import os, sys, json, time, torch
+def tasks():
+    out = {}
+    for t in os.listdir('/proc/self/task'):
+        try:
+            out[int(t)] = open(f'/proc/self/task/{t}/comm').read().strip()
+        except OSError:
+            pass
+    return out
+x = torch.randn(1024, 1024, device='cuda')
+(x @ x).sum().item()
+torch.cuda.synchronize()
+before = tasks()
+for _ in range(2):
+    exec(compile(sys.argv[1], 'case', 'exec'))
+torch.cuda.synchronize()
+time.sleep(0.2)
+after = tasks()
+print(json.dumps({'before': len(before), 'new': sorted(after[t] for t in after.keys() - before.keys())}))
+"""
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    results = {}
+    for name, code in CASES.items():
+        run = subprocess.run([sys.executable, "-c", CHILD, code], capture_output=True, text=True, timeout=300)
+        line = run.stdout.strip().splitlines()[-1:] if run.returncode == 0 else []
+        results[name] = json.loads(line[0]) if line else {"error": run.stderr.strip().splitlines()[-3:]}
+        print(name, results[name], flush=True)
+    out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
