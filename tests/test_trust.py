@@ -167,10 +167,22 @@ def test_a_process_started_past_the_audit_hook_stays_inside_the_os_sandbox(tmp_p
     assert _processes_with(marker) == []
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="Python 3.12 added the thread-start audit event")
 def test_a_thread_started_through_the_private_module_is_refused(tmp_path: Path) -> None:
     ev = _attack("thread_raw", tmp_path)
-    assert ev.status == "rejected" and "_thread.start" in ev.reason, (ev.status, ev.reason)
+    named = "_thread.start" if sys.version_info >= (3, 12) else "started native threads"
+    if DEVICE == "cpu" or sys.version_info >= (3, 12):
+        assert ev.status == "rejected" and named in (ev.reason or ""), (ev.status, ev.reason)
+    assert reward(ev, None, None) == -1
+
+
+def test_a_thread_that_ends_before_the_guard_looks_is_still_counted(tmp_path: Path) -> None:
+    """Threads started only once the check is over, each gone long before the guard's look at the end of the
+    timing: Python 3.12's audit event names the start; before it (as for a native thread, which no event
+    names), on the CPU the kernel's last task id in the sandbox's PID namespace has moved."""
+    ev = _attack("thread_when_timed", tmp_path)
+    named = "_thread.start" if sys.version_info >= (3, 12) else "started a thread or process during the timed"
+    if DEVICE == "cpu" or sys.version_info >= (3, 12):
+        assert ev.status == "rejected" and named in (ev.reason or ""), (ev.status, ev.reason)
     assert reward(ev, None, None) == -1
 
 
@@ -601,3 +613,28 @@ def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:
         venv._kind(str(package.parent / ".venv" / "lib" / "python3" / "site-packages" / "x.py"))
         == "untrusted"
     )
+
+
+def test_a_candidates_cache_past_its_quota_is_emptied_and_the_trusted_caches_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidates' compiler caches outlive each candidate; what one leaves there past the quota is thrown
+    away (attacker round 7 left files there; enough of them fills the runner's disk)."""
+    from kernelbot.harness import sandbox
+
+    caches = tmp_path / "caches"
+    (caches / "candidate" / "inductor").mkdir(parents=True)
+    (caches / "inductor").mkdir()
+    (caches / "candidate" / "inductor" / "left_behind.bin").write_bytes(os.urandom(3 << 20))
+    (caches / "inductor" / "trusted.bin").write_bytes(os.urandom(3 << 20))
+    target = tmp_path / "elsewhere.bin"
+    target.write_bytes(b"kept")
+    (caches / "candidate" / "link").symlink_to(target)
+    monkeypatch.setattr(sandbox, "CANDIDATE_CACHE_BYTES", 1 << 20)
+    settings = replace(SETTINGS, cache_dir=caches)
+    ev = evaluate(MATMUL, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
+    assert ev.ok, ev.reason
+    assert not (caches / "candidate" / "inductor" / "left_behind.bin").exists()
+    assert not (caches / "candidate" / "link").is_symlink() and target.read_bytes() == b"kept"
+    assert (caches / "inductor" / "trusted.bin").stat().st_size == 3 << 20
+    assert not sandbox.trim_cache(caches / "candidate")  # under the quota now: left as it is

@@ -235,6 +235,7 @@ def pin_precision(allow_tf32: bool) -> None:
 
 
 _listdir = os.listdir
+_open = open
 
 
 def native_threads() -> set[int]:
@@ -244,6 +245,25 @@ def native_threads() -> set[int]:
         return {int(tid) for tid in _listdir("/proc/self/task")}
     except OSError:
         return set()
+
+
+def last_task_id() -> int | None:
+    """The last thread or process id the kernel gave out in this PID namespace, or None where it cannot be
+    read. It only grows: a thread started and ended between two looks still moved it."""
+    try:
+        with _open("/proc/sys/kernel/ns_last_pid") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def alone_in_pid_namespace() -> bool:
+    """Whether this process is alone in its PID namespace (bubblewrap's init beside it), as the OS sandbox
+    makes it: without one (`sandbox: process`), or beside the judge (a container), others move the last id."""
+    try:
+        return {int(name) for name in _listdir("/proc") if name.isdigit()} <= {1, os.getpid()}
+    except OSError:
+        return False
 
 
 def child_processes() -> list[int]:
@@ -286,6 +306,15 @@ class Integrity:
         self._flags = precision_flags()
         self._threads = {t.ident for t in _threads()}
         self._children = set(child_processes())
+        self._tasks_from: int | None = None
+
+    def count_tasks_from_now(self) -> None:
+        """From now on, refuse any thread or process started, one that ended before the guard looked too (a
+        native thread computing beside the refresh, then gone). Only where native threads are counted and the
+        sandbox gives this process a PID namespace of its own; called once a timing is set up, when honest
+        code has nothing left to start."""
+        if self._count_native and alone_in_pid_namespace():
+            self._tasks_from = last_task_id()
 
     def violations(self) -> list[str]:
         found = []
@@ -340,6 +369,11 @@ class Integrity:
             # input refresh (attacker round 7: reward 3, the work done on the second core).
             found.append(
                 "started native threads that outlive the call (torch's inter-op pool, an extension's)"
+            )
+        if self._tasks_from is not None and (last_task_id() or 0) > self._tasks_from:
+            found.append(
+                "started a thread or process during the timed samples (the kernel's last task id moved: it may "
+                "have ended before the guard looked)"
             )
         new_children = set(child_processes()) - self._children
         if new_children:

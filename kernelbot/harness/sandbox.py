@@ -9,6 +9,7 @@ import json
 import os
 import resource
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,28 @@ from kernelbot.harness import jail, link
 from kernelbot.harness.protocol import ChannelError, open_sealed, read_frame, widen
 
 MAX_FILE_BYTES = 256 << 20
+# The candidates' compiler caches outlive each candidate (later ones reuse its builds); beyond this, what a
+# candidate left there is thrown away before the next starts and as it ends, so no candidate can fill the disk
+# across evaluations (within one, each file is held to MAX_FILE_BYTES).
+CANDIDATE_CACHE_BYTES = 4 << 30
+
+
+def trim_cache(folder: Path, limit: int | None = None) -> bool:
+    """Empty `folder` where the disk its files take passes `limit` bytes (CANDIDATE_CACHE_BYTES); whether it
+    did. Links are neither followed nor counted (a candidate wrote the folder)."""
+    limit = CANDIDATE_CACHE_BYTES if limit is None else limit
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+        if total > limit:
+            break
+    if total <= limit:
+        return False
+    shutil.rmtree(folder, ignore_errors=True)  # removes links, never what they point to
+    folder.mkdir(parents=True, exist_ok=True)
+    return True
 
 
 class SandboxFailure(Exception):
@@ -153,6 +176,9 @@ class Sandbox:
         # A candidate writes compiler caches of its own: it cannot plant a kernel for a baseline's build, nor
         # for the judge's reference, which keeps to the trusted caches.
         subject_caches = cache_dir / "candidate" if cache_dir is not None and untrusted_cache else cache_dir
+        self._candidate_caches = subject_caches if untrusted_cache else None
+        if self._candidate_caches is not None:
+            trim_cache(self._candidate_caches)
         self.procs: list[subprocess.Popen[bytes]] = []
         try:
             self.subject = launch(
@@ -250,6 +276,8 @@ class Sandbox:
             with contextlib.suppress(SandboxFailure):
                 self.request({"cmd": "quit"}, timeout_s=10)
         self.kill()
+        if self._candidate_caches is not None:
+            trim_cache(self._candidate_caches)
         if self.proc.stdin is not None:  # the command pipe: its writer end is ours to close
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()

@@ -186,6 +186,8 @@ class Subject:
             note = self.capture()
             mode = "graph" if self.graph is not None else "calls"
             self.guard()
+        if self.integrity is not None:
+            self.integrity.count_tasks_from_now()
         return {"calls": self.calls, "n_sets": n_sets, "mode": mode, "note": note}
 
     def capture(self) -> str | None:
