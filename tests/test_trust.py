@@ -169,9 +169,10 @@ def test_a_process_started_past_the_audit_hook_stays_inside_the_os_sandbox(tmp_p
 
 def test_a_thread_started_through_the_private_module_is_refused(tmp_path: Path) -> None:
     ev = _attack("thread_raw", tmp_path)
-    named = "_thread.start" if sys.version_info >= (3, 12) else "started native threads"
-    if DEVICE == "cpu" or sys.version_info >= (3, 12):
-        assert ev.status == "rejected" and named in (ev.reason or ""), (ev.status, ev.reason)
+    if sys.version_info >= (3, 12):
+        assert ev.status == "rejected" and "_thread.start" in (ev.reason or ""), (ev.status, ev.reason)
+    else:  # caught alive by the guard's count, or its answer incomplete when copied
+        assert ev.status in ("rejected", "incorrect"), (ev.status, ev.reason)
     assert reward(ev, None, None) == -1
 
 
@@ -180,7 +181,7 @@ def test_a_thread_that_ends_before_the_guard_looks_is_still_counted(tmp_path: Pa
     timing: Python 3.12's audit event names the start; before it (as for a native thread, which no event
     names), on the CPU the kernel's last task id in the sandbox's PID namespace has moved."""
     ev = _attack("thread_when_timed", tmp_path)
-    named = "_thread.start" if sys.version_info >= (3, 12) else "started a thread or process during the timed"
+    named = "_thread.start" if sys.version_info >= (3, 12) else "started a thread or process once the timing"
     if DEVICE == "cpu" or sys.version_info >= (3, 12):
         assert ev.status == "rejected" and named in (ev.reason or ""), (ev.status, ev.reason)
     assert reward(ev, None, None) == -1
@@ -275,7 +276,8 @@ def test_a_sample_never_calls_an_input_set_twice(tmp_path: Path) -> None:
         "def get_init_inputs():\n    return []\n"
     )
     job = {**MATMUL, "root": str(tmp_path), "file": "big_op.py"}
-    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    # 180 s: 32 sets of 16 MB refreshed every sample take ~50 s on the 2-core CI machine (60 timed out once)
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0, timeout_s=180)
     operator = evaluate(job, "operator", settings)
     cached = evaluate(
         job, "candidate", settings, candidate=str(TRUST / "version_cache.py"), static_check=False
@@ -297,7 +299,8 @@ def test_an_operator_with_integer_inputs_only_gets_fresh_inputs_each_sample(tmp_
     """Its indices were the same in every sample: a cache answered every timed call (230x eager, reward 3)."""
     (tmp_path / "embedding.py").write_text(EMBEDDING)
     job = {**MATMUL, "root": str(tmp_path), "file": "embedding.py"}
-    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    # 180 s: 32 sets of 16 MB refreshed every sample take ~50 s on the 2-core CI machine (60 timed out once)
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0, timeout_s=180)
     operator = evaluate(job, "operator", settings)
     cached = evaluate(
         job, "candidate", settings, candidate=str(TRUST / "embedding_cache.py"), static_check=False
@@ -615,26 +618,84 @@ def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:
     )
 
 
-def test_a_candidates_cache_past_its_quota_is_emptied_and_the_trusted_caches_kept(
+def test_a_candidate_that_blinds_the_guards_process_counts_is_refused(tmp_path: Path) -> None:
+    """The same threads, after the open-file limit was lowered so that /proc cannot be opened: an unreadable
+    count is refused, not read as nothing started."""
+    ev = _attack("fd_limit_thread", tmp_path)
+    assert ev.status in ("rejected", "crashed") and reward(ev, None, None) == -1, (ev.status, ev.reason)
+
+
+def test_the_task_count_refuses_what_it_cannot_read_and_any_task_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard's last-task-id count, in this process (a sandbox's PID namespace stood in for): a thread
+    started and ended is found, and so are an unreadable id and a process appearing beside this one."""
+    from kernelbot.harness import guards
+
+    monkeypatch.setattr(guards, "alone_in_pid_namespace", lambda: True)
+    integrity = guards.Integrity(count_native_threads=True)
+    assert not integrity.violations()  # not counting before a timing is set up
+    integrity.count_tasks_from_now()
+    started = threading.Thread(target=lambda: None)
+    started.start()
+    started.join()
+    assert any("started a thread or process once the timing" in v for v in integrity.violations())
+    integrity.count_tasks_from_now()  # each timing starts afresh
+    monkeypatch.setattr(
+        guards, "_open", lambda *a, **k: (_ for _ in ()).throw(OSError(24, "Too many open files"))
+    )
+    assert any("hid the sandbox's process list" in v for v in integrity.violations())
+    monkeypatch.undo()
+    monkeypatch.setattr(guards, "alone_in_pid_namespace", lambda: False)
+    integrity._tasks_from = guards.last_task_id()
+    assert any("hid the sandbox's process list" in v for v in integrity.violations())
+
+
+def test_a_candidates_cache_past_its_quota_is_emptied_as_it_ends_and_the_trusted_caches_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The candidates' compiler caches outlive each candidate; what one leaves there past the quota is thrown
-    away (attacker round 7 left files there; enough of them fills the runner's disk)."""
+    """The candidates' compiler caches outlive each candidate; what one writes there past the quota is thrown
+    away as it ends (attacker round 7 left files there; enough of them fills the runner's disk)."""
     from kernelbot.harness import sandbox
 
     caches = tmp_path / "caches"
-    (caches / "candidate" / "inductor").mkdir(parents=True)
-    (caches / "inductor").mkdir()
-    (caches / "candidate" / "inductor" / "left_behind.bin").write_bytes(os.urandom(3 << 20))
+    (caches / "inductor").mkdir(parents=True)
     (caches / "inductor" / "trusted.bin").write_bytes(os.urandom(3 << 20))
-    target = tmp_path / "elsewhere.bin"
-    target.write_bytes(b"kept")
-    (caches / "candidate" / "link").symlink_to(target)
+    candidate = tmp_path / "fills_its_cache.py"
+    candidate.write_text(
+        "import os\nimport torch\nfrom torch import nn\n\n"
+        "with open(os.path.join(os.environ['TORCHINDUCTOR_CACHE_DIR'], 'left_behind.bin'), 'wb') as f:\n"
+        "    f.write(os.urandom(3 << 20))\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
+    )
     monkeypatch.setattr(sandbox, "CANDIDATE_CACHE_BYTES", 1 << 20)
-    settings = replace(SETTINGS, cache_dir=caches)
-    ev = evaluate(MATMUL, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
+    ev = evaluate(MATMUL, "candidate", replace(SETTINGS, cache_dir=caches), candidate=str(candidate))
     assert ev.ok, ev.reason
-    assert not (caches / "candidate" / "inductor" / "left_behind.bin").exists()
-    assert not (caches / "candidate" / "link").is_symlink() and target.read_bytes() == b"kept"
+    assert (caches / "candidate").is_dir() and not any((caches / "candidate").rglob("left_behind.bin"))
     assert (caches / "inductor" / "trusted.bin").stat().st_size == 3 << 20
-    assert not sandbox.trim_cache(caches / "candidate")  # under the quota now: left as it is
+
+
+def test_the_cache_trim_counts_entries_and_locked_folders_and_never_follows_links(tmp_path: Path) -> None:
+    from kernelbot.harness.sandbox import ENTRY_BYTES, trim_cache
+
+    folder, outside = tmp_path / "candidate", tmp_path / "outside"
+    (folder / "many").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "kept.txt").write_text("kept")
+    (folder / "to_outside").symlink_to(outside, target_is_directory=True)
+    (folder / "file_link").symlink_to(outside / "kept.txt")
+    for i in range(50):
+        (folder / "many" / str(i)).touch()
+    assert not trim_cache(folder, limit=100 * ENTRY_BYTES)  # 53 entries, no data: under
+    assert trim_cache(folder, limit=20 * ENTRY_BYTES)  # empty files count
+    assert folder.is_dir() and not any(folder.iterdir())  # the folder stays (a mount point), emptied
+    assert (outside / "kept.txt").read_text() == "kept"
+    (folder / "locked" / "deep").mkdir(parents=True)
+    (folder / "locked" / "deep" / "blob").write_bytes(b"x" * 10_000)
+    os.chmod(folder / "locked", 0)
+    try:
+        assert trim_cache(folder, limit=1 << 30) == (os.geteuid() != 0)  # unreadable: over, where not root
+        assert trim_cache(folder, limit=1) and not any(folder.iterdir())  # a locked folder is removed too
+    finally:
+        if (folder / "locked").exists():
+            os.chmod(folder / "locked", 0o700)

@@ -1,14 +1,19 @@
 """Probe: which honest GPU workloads start OS threads (as /proc/self/task lists them) after CUDA is up.
 
-The guard refuses native threads that outlive a call only on the CPU (`guards.Integrity(count_native_threads=)`),
-because a GPU runtime may start its own. This measures which ones do, each case in a fresh process that first
-does what the worker does before its snapshot (CUDA context, one cuBLAS call), then runs the case twice.
+The guard counts threads (alive, and the kernel's last task id) only on the CPU (`guards.Integrity(
+count_native_threads=)`), because a GPU runtime may start its own. This measures which ones do, each case in a
+fresh process in a PID namespace of its own that first does what the worker does before its snapshot (CUDA
+context, one cuBLAS call), runs the case once (the warm-up), then again: `alive_new` and `ids_given_out` are
+the threads still alive and the task ids the kernel gave out during the second run.
 Usage: python benchmarks/probes/native_threads.py OUT.json
 """
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 CASES = {
@@ -44,6 +49,8 @@ CASES = {
 
 CHILD = """
 import os, sys, json, time, torch
+def last_id():
+    return int(open('/proc/sys/kernel/ns_last_pid').read())
 def tasks():
     out = {}
     for t in os.listdir('/proc/self/task'):
@@ -53,23 +60,43 @@ def tasks():
             pass
     return out
 x = torch.randn(1024, 1024, device='cuda')
-(x @ x).sum().item()
+(x @ x).sum().item()  # CUDA context and cuBLAS up, as before the worker's snapshot
 torch.cuda.synchronize()
-before = tasks()
-for _ in range(2):
-    exec(compile(sys.argv[1], 'case', 'exec'))
+import runpy
+runpy.run_path(sys.argv[1])  # once: compilation and lazy start-up, as the worker's warm-up
+torch.cuda.synchronize()
+before, first = tasks(), last_id()
+runpy.run_path(sys.argv[1])  # again, as a timed sample would
 torch.cuda.synchronize()
 time.sleep(0.2)
 after = tasks()
-print(json.dumps({'before': len(before), 'new': sorted(after[t] for t in after.keys() - before.keys())}))
+print(json.dumps({'before': len(before), 'alive_new': sorted(after[t] for t in after.keys() - before.keys()),
+                  'ids_given_out': last_id() - first}))
 """
 
 
 def main() -> None:
     out = Path(sys.argv[1])
     results = {}
+    # As the sandbox's workers run: one inductor compile thread (sandbox.worker_env).
+    env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     for name, code in CASES.items():
-        run = subprocess.run([sys.executable, "-c", CHILD, code], capture_output=True, text=True, timeout=300)
+        # from a file, so that triton.jit can read the source; `x` comes from the child's globals
+        case = Path(tempfile.mkdtemp()) / f"{name}.py"
+        case.write_text("import torch\nx = torch.randn(1024, 1024, device='cuda')\n" + code + "\n")
+        # In a PID namespace of its own (as the sandbox's), so the last id counts only this process's tasks.
+        jail = (
+            ["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "--"]
+            if shutil.which("bwrap")
+            else []
+        )
+        run = subprocess.run(
+            [*jail, sys.executable, "-c", CHILD, str(case)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         line = run.stdout.strip().splitlines()[-1:] if run.returncode == 0 else []
         results[name] = json.loads(line[0]) if line else {"error": run.stderr.strip().splitlines()[-3:]}
         print(name, results[name], flush=True)

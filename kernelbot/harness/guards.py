@@ -238,13 +238,13 @@ _listdir = os.listdir
 _open = open
 
 
-def native_threads() -> set[int]:
+def native_threads() -> set[int] | None:
     """This process's threads as the kernel lists them: Python's and those no Python object stands for (torch's
-    inter-op pool that a scripted fork starts, an extension's own)."""
+    inter-op pool that a scripted fork starts, an extension's own); None where the list cannot be read."""
     try:
         return {int(tid) for tid in _listdir("/proc/self/task")}
     except OSError:
-        return set()
+        return None
 
 
 def last_task_id() -> int | None:
@@ -306,15 +306,19 @@ class Integrity:
         self._flags = precision_flags()
         self._threads = {t.ident for t in _threads()}
         self._children = set(child_processes())
+        # Taken before candidate code runs: a candidate that later puts a process beside this one (a
+        # double fork, whose orphan no child list shows) must not turn the count below off.
+        self._alone = count_native_threads and alone_in_pid_namespace()
         self._tasks_from: int | None = None
+        self._counting = False
 
     def count_tasks_from_now(self) -> None:
         """From now on, refuse any thread or process started, one that ended before the guard looked too (a
         native thread computing beside the refresh, then gone). Only where native threads are counted and the
-        sandbox gives this process a PID namespace of its own; called once a timing is set up, when honest
-        code has nothing left to start."""
-        if self._count_native and alone_in_pid_namespace():
-            self._tasks_from = last_task_id()
+        sandbox gave this process a PID namespace of its own; called once a timing's warm-up is over, when
+        honest code has nothing left to start (each timing starts the count afresh)."""
+        if self._alone:
+            self._counting, self._tasks_from = True, last_task_id()
 
     def violations(self) -> list[str]:
         found = []
@@ -364,17 +368,28 @@ class Integrity:
         new_threads = [t.name for t in _threads() if t.ident not in self._threads and t.is_alive()]
         if new_threads:
             found.append(f"started threads that outlive the call: {', '.join(new_threads)}")
-        elif self._count_native and native_threads() - self._native:
-            # A task forked from scripted code runs Python on torch's inter-op pool, in parallel with the
-            # input refresh (attacker round 7: reward 3, the work done on the second core).
-            found.append(
-                "started native threads that outlive the call (torch's inter-op pool, an extension's)"
-            )
-        if self._tasks_from is not None and (last_task_id() or 0) > self._tasks_from:
-            found.append(
-                "started a thread or process during the timed samples (the kernel's last task id moved: it may "
-                "have ended before the guard looked)"
-            )
+        elif self._count_native and self._native is not None:
+            tasks = native_threads()
+            if tasks is None:
+                found.append("made the kernel's list of its threads unreadable (file descriptors used up?)")
+            elif tasks - self._native:
+                # A task forked from scripted code runs Python on torch's inter-op pool, in parallel with the
+                # input refresh (attacker round 7: reward 3, the work done on the second core).
+                found.append(
+                    "started native threads that outlive the call (torch's inter-op pool, an extension's)"
+                )
+        if self._counting:
+            now = last_task_id()
+            if now is None or self._tasks_from is None or not alone_in_pid_namespace():
+                found.append(
+                    "hid the sandbox's process list (the kernel's last task id unreadable, or a process beside "
+                    "this one)"
+                )
+            elif now != self._tasks_from:  # not `>`: ids wrap around at pid_max
+                found.append(
+                    "started a thread or process once the timing was set up (the kernel's last task id moved: "
+                    "it may have ended before the guard looked)"
+                )
         new_children = set(child_processes()) - self._children
         if new_children:
             found.append(f"started {len(new_children)} child process(es)")

@@ -28,22 +28,48 @@ MAX_FILE_BYTES = 256 << 20
 CANDIDATE_CACHE_BYTES = 4 << 30
 
 
+ENTRY_BYTES = 4096  # what an entry is counted at besides its blocks: empty files fill a disk's inodes too
+
+
 def trim_cache(folder: Path, limit: int | None = None) -> bool:
-    """Empty `folder` where the disk its files take passes `limit` bytes (CANDIDATE_CACHE_BYTES); whether it
-    did. Links are neither followed nor counted (a candidate wrote the folder)."""
+    """Empty `folder` where what it holds passes `limit` (CANDIDATE_CACHE_BYTES): the disk its files take plus
+    ENTRY_BYTES an entry, a folder that cannot be read counting as over. Its entries go, not the folder: it is
+    the mount point of any candidate sandbox running beside. Links are removed, never followed (a candidate
+    wrote the folder). Whether it emptied it."""
     limit = CANDIDATE_CACHE_BYTES if limit is None else limit
-    total = 0
-    for root, _dirs, files in os.walk(folder):
+    total, unreadable = 0, list[OSError]()
+    for root, dirs, files in os.walk(folder, onerror=unreadable.append):
+        total += ENTRY_BYTES * (len(dirs) + len(files))
         for name in files:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_blocks * 512
-        if total > limit:
+        if total > limit or unreadable:
             break
-    if total <= limit:
+    if total <= limit and not unreadable:
         return False
-    shutil.rmtree(folder, ignore_errors=True)  # removes links, never what they point to
-    folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        os.chmod(folder, 0o700)
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                _unlock(entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
     return True
+
+
+def _unlock(path: str) -> None:
+    """Make every folder under `path` writable by its owner (a candidate can lock one: chmod 000), top down, so
+    each is opened after its parent was; links are skipped, never followed."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for root, dirs, _files in os.walk(path):
+        for name in dirs:
+            sub = os.path.join(root, name)
+            if not os.path.islink(sub):
+                with contextlib.suppress(OSError):
+                    os.chmod(sub, 0o700)
 
 
 class SandboxFailure(Exception):

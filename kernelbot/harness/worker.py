@@ -165,6 +165,8 @@ class Subject:
         pristine = clone(first)  # before the subject sees them: a write into its inputs is undone below
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
         self.guard()
+        if self.integrity is not None:  # from here (calibration included) honest code starts no thread
+            self.integrity.count_tasks_from_now()
         self.calls = int(calls or self.timer.calibrate(self.fn, [first]))
         n_sets = input_sets_for(self.calls, nbytes(first), budget)
         # No more calls a sample than sets: a set called twice in a sample can be answered from a cache kept
@@ -186,8 +188,6 @@ class Subject:
             note = self.capture()
             mode = "graph" if self.graph is not None else "calls"
             self.guard()
-        if self.integrity is not None:
-            self.integrity.count_tasks_from_now()
         return {"calls": self.calls, "n_sets": n_sets, "mode": mode, "note": note}
 
     def capture(self) -> str | None:
