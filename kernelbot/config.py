@@ -174,6 +174,9 @@ def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     return list(current.model_fields) if isinstance(current, type) and issubclass(current, BaseModel) else []
 
 
+FIX_VALUE = "; fix the value and run again"
+
+
 def _describe(error: Any, path: str) -> str:
     loc = tuple(error["loc"])
     key = ".".join(str(p) for p in loc) or "(top level)"
@@ -183,7 +186,7 @@ def _describe(error: Any, path: str) -> str:
         hint = f"did you mean '{close[0]}'?" if close else f"valid keys: {', '.join(valid)}"
         return f"{path}: unknown key '{key}': {hint}"
     message = error["msg"].removeprefix("Value error, ")
-    return f"{path}: key '{key}': {message}; fix the value and run again"
+    return f"{path}: key '{key}': {message}{FIX_VALUE}"
 
 
 def parse_config(data: Any, path: str = CONFIG_PATH) -> Config:
@@ -196,7 +199,7 @@ def parse_config(data: Any, path: str = CONFIG_PATH) -> Config:
     except ValidationError as exc:
         # Every bad key in one line, so a user fixes them in one pass rather than one run each.
         first, *rest = (_describe(error, path) for error in exc.errors())
-        also = [line.removeprefix(f"{path}: ") for line in rest]
+        also = [line.removeprefix(f"{path}: ").removesuffix(FIX_VALUE) for line in rest]
         raise ConfigError("; also ".join([first, *also])) from None
 
 
