@@ -22,9 +22,9 @@ from kernelbot.harness import jail, link
 from kernelbot.harness.protocol import ChannelError, open_sealed, read_frame, widen
 
 MAX_FILE_BYTES = 256 << 20
-# The candidates' compiler caches outlive each candidate (later ones reuse its builds); beyond this, what a
-# candidate left there is thrown away before the next starts and as it ends, so no candidate can fill the disk
-# across evaluations (within one, each file is held to MAX_FILE_BYTES).
+# The candidates' compiler caches outlive each candidate (later ones reuse its builds); beyond this, what is
+# there is thrown away as a candidate's sandbox closes, so no candidate can fill the disk across evaluations
+# (within one, each file is held to MAX_FILE_BYTES).
 CANDIDATE_CACHE_BYTES = 4 << 30
 
 
@@ -47,8 +47,9 @@ def trim_cache(folder: Path, limit: int | None = None) -> bool:
             break
     if total <= limit and not unreadable:
         return False
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # a failed chmod still leaves the entries to try
         os.chmod(folder, 0o700)
+    with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
             if entry.is_dir(follow_symlinks=False):
                 _unlock(entry.path)
@@ -202,9 +203,9 @@ class Sandbox:
         # A candidate writes compiler caches of its own: it cannot plant a kernel for a baseline's build, nor
         # for the judge's reference, which keeps to the trusted caches.
         subject_caches = cache_dir / "candidate" if cache_dir is not None and untrusted_cache else cache_dir
+        # Trimmed as the sandbox closes (one walk an evaluation): a run killed before that is caught by the
+        # next candidate's close.
         self._candidate_caches = subject_caches if untrusted_cache else None
-        if self._candidate_caches is not None:
-            trim_cache(self._candidate_caches)
         self.procs: list[subprocess.Popen[bytes]] = []
         try:
             self.subject = launch(
