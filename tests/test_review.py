@@ -418,10 +418,18 @@ def test_a_search_that_found_nothing_faster_says_what_its_best_scored() -> None:
 
     tried = [
         types.SimpleNamespace(
-            origin="compile-max-autotune", provisional_reward=None, speedup_vs_eager=0.4, reward=1
+            origin="compile-max-autotune",
+            provisional_reward=None,
+            speedup_vs_eager=0.4,
+            reward=1,
+            side_by_side=None,
         ),
         types.SimpleNamespace(
-            origin="tf32x3-matmul", provisional_reward=None, speedup_vs_eager=None, reward=-1
+            origin="tf32x3-matmul",
+            provisional_reward=None,
+            speedup_vs_eager=None,
+            reward=-1,
+            side_by_side=None,
         ),
     ]
     outcome = types.SimpleNamespace(best=None, candidates=tried, stopped_by="exhausted")
@@ -430,6 +438,33 @@ def test_a_search_that_found_nothing_faster_says_what_its_best_scored() -> None:
     assert result.notes == [
         "2 candidate(s) tried, none faster by the reward's rule; the best, compile-max-autotune, 0.40x eager (reward 1)"
     ]
+
+
+def test_a_faster_median_without_a_reward_names_the_interval_that_kept_it() -> None:
+    """2.32x eager side by side and reward 1 (a loaded CPU: 99% interval 0.80-3.10x after 8 rounds): the
+    note says why, not just the ratio, which read as a bug."""
+    import types
+
+    from kernelbot.pipeline.optimize import why_nothing_suggested
+
+    evidence = {"rounds": 8, "speedup_vs_eager": 2.32, "speedup_vs_eager_ci99": [0.80, 3.10]}
+    noisy = types.SimpleNamespace(
+        origin="compile-max-autotune",
+        provisional_reward=None,
+        speedup_vs_eager=2.32,
+        reward=1,
+        side_by_side=evidence,
+    )
+    outcome = types.SimpleNamespace(best=None, candidates=[noisy], stopped_by="exhausted")
+    assert why_nothing_suggested(outcome) == (  # type: ignore[arg-type]
+        "1 candidate(s) tried, none faster by the reward's rule; the best, compile-max-autotune, 2.32x eager "
+        "(reward 1): its 99% interval side by side, 0.80-3.10x after 8 rounds, does not clear 1.05x (a quieter "
+        "machine or more --time narrows it)"
+    )
+    # A slower candidate keeps the plain line: its interval is not the reason.
+    slow = types.SimpleNamespace(**{**vars(noisy), "speedup_vs_eager": 0.9})
+    outcome.candidates = [slow]
+    assert why_nothing_suggested(outcome).endswith("0.90x eager (reward 1)")  # type: ignore[arg-type,union-attr]
 
 
 def test_a_report_stored_before_notes_existed_still_renders() -> None:
