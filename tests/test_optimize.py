@@ -201,7 +201,9 @@ def test_a_winner_keeps_its_reward_when_a_later_candidate_runs_out_the_clock(rep
         "import torch\n\nclass ModelNew(torch.nn.Module):\n"
         "    def forward(self, A, B):\n        while True:\n            pass\n"
     )
-    args = ["ops/diag.py", "--agent", "replay", "--candidates", str(fast), str(hang), str(hang)]
+    # Five hangs: each is cut at the per-candidate limit (46.7 s here), and with cached baselines two of them
+    # once fitted in --time (the search was then "exhausted", not stopped by the clock).
+    args = ["ops/diag.py", "--agent", "replay", "--candidates", str(fast), *[str(hang)] * 5]
     data = optimize(repo, *args, "--time", "150")  # baselines took 40-56 s of it on a loaded 2-core box
     assert data["stopped_by"] == "time"
     winner = data["candidates"][0]

@@ -288,8 +288,8 @@ class Integrity:
         ops: set[str] | None = None,
     ) -> None:
         """`extra`: more modules or classes (name -> object) whose attributes must stay as they are.
-        `count_native_threads`: threads no Python object stands for are refused too (on the CPU, where honest
-        code starts none in the sandbox: one thread for torch, no compile workers; a GPU runtime may).
+        `count_native_threads`: threads no Python object stands for are refused too (honest code starts none
+        in the sandbox: one thread for torch's CPU work, no compile workers).
         `ops`: more ATen operators the harness runs in this process (the input factory's), watched as
         HARNESS_OPS are."""
         self._ops = tuple(sorted(set(HARNESS_OPS) | (ops or set())))

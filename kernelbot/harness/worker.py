@@ -103,7 +103,10 @@ class Subject:
         self.integrity = (
             guards.Integrity(
                 _trusted_namespaces(self.op),
-                count_native_threads=self.device == "cpu",
+                # On CUDA too: on an H100, honest CUDA work (eager, matmul, a CuPy kernel, Triton, torch.compile,
+                # a graph replay, a side stream) started no thread after its warm-up
+                # (benchmarks/probes/native_threads.py), and a TorchScript fork computed there for 'ok'.
+                count_native_threads=True,
                 # A refresh that draws inputs afresh runs the factory: its operators are watched too.
                 ops=guards.ops_run_by(lambda: self.op.cases[0].make(0)),
             )

