@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -177,3 +180,19 @@ def test_a_kernel_registered_over_one_the_input_factory_runs_is_found() -> None:
         assert any("replaced the kernel of aten::randn" in v for v in integrity.violations())
     finally:
         library._destroy()
+
+
+def test_tracing_the_input_factory_does_not_import_the_compiler() -> None:
+    """The worker traces the input factory before each candidate loads; torch's first call through a dispatch
+    mode imported torch._dynamo (827 modules, ~1 s on the CI machine) for every candidate evaluation."""
+    probe = (
+        "import sys, torch\n"
+        "from kernelbot.harness import guards\n"
+        "seen = guards.ops_run_by(lambda: [torch.randn(8), torch.randint(3, (2, 2))])\n"
+        "print(sorted(seen), 'torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split("]")[-1].strip() == "False", done.stdout
+    assert "'aten::randn'" in done.stdout and "'aten::randint'" in done.stdout, done.stdout

@@ -173,6 +173,12 @@ def ops_run_by(fn: Callable[[], Any]) -> set[str]:
     seen: set[str] = set()
 
     class Trace(TorchDispatchMode):
+        # Not wrapped in torch._dynamo.disable: its first call imported torch._dynamo (827 modules, ~1 s on
+        # the CI machine) on every candidate's load. Nothing is compiled under this trace.
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             name = func._schema.name
             seen.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
