@@ -675,6 +675,7 @@ def test_a_candidates_cache_past_its_quota_is_emptied_as_it_ends_and_the_trusted
     candidate = tmp_path / "fills_its_cache.py"
     candidate.write_text(
         "import os\nimport torch\nfrom torch import nn\n\n"
+        "os.makedirs(os.environ['TORCHINDUCTOR_CACHE_DIR'], exist_ok=True)\n"
         "with open(os.path.join(os.environ['TORCHINDUCTOR_CACHE_DIR'], 'left_behind.bin'), 'wb') as f:\n"
         "    f.write(os.urandom(3 << 20))\n\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
