@@ -1,7 +1,8 @@
 """Probe: which honest GPU workloads start OS threads (as /proc/self/task lists them) after CUDA is up.
 
-The guard counts threads (alive, and the kernel's last task id) only on the CPU (`guards.Integrity(
-count_native_threads=)`), because a GPU runtime may start its own. This measures which ones do, each case in a
+The guard counts threads (alive, and the kernel's last task id; `guards.Integrity(count_native_threads=)`)
+on CUDA too since this probe found none started by honest GPU work after its warm-up (an H100, 2026-12-06,
+benchmarks/results/2026-12-06-h100-session/). A GPU runtime that starts its own would show here: each case in a
 fresh process in a PID namespace of its own that first does what the worker does before its snapshot (CUDA
 context, one cuBLAS call), runs the case once (the warm-up), then again: `alive_new` and `ids_given_out` are
 the threads still alive and the task ids the kernel gave out during the second run.
