@@ -687,6 +687,47 @@ def test_a_candidates_cache_past_its_quota_is_emptied_as_it_ends_and_the_trusted
     assert (caches / "inductor" / "trusted.bin").stat().st_size == 3 << 20
 
 
+def test_a_candidates_extension_builds_are_kept_in_its_cache(tmp_path: Path) -> None:
+    """load_inline builds under TORCH_EXTENSIONS_DIR, which is the candidate's cache: by default it was the
+    sandbox's private /tmp, gone when the sandbox ends, so every evaluation rebuilt the same source (on an
+    H100, 47 s a CUDA candidate where the harness before the split took 4)."""
+    from kernelbot.harness.sandbox import worker_env
+
+    caches = tmp_path / "caches"
+    assert worker_env(caches)["TORCH_EXTENSIONS_DIR"] == str(caches / "torch_extensions")
+    candidate = tmp_path / "marks_its_build_folder.py"
+    candidate.write_text(
+        "import os\nimport torch\nfrom torch import nn\nfrom torch.utils import cpp_extension\n\n"
+        "folder = cpp_extension._get_build_directory('kb_probe', verbose=False)\n"
+        "with open(os.path.join(folder, 'built.txt'), 'w') as f:\n    f.write('x')\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
+    )
+    ev = evaluate(MATMUL, "candidate", replace(SETTINGS, cache_dir=caches), candidate=str(candidate))
+    assert ev.ok, ev.reason
+    assert [p.parent.name for p in (caches / "candidate").rglob("built.txt")] == ["kb_probe"]
+
+
+@pytest.mark.slow
+def test_a_load_inline_candidate_is_built_once_for_two_evaluations(tmp_path: Path) -> None:
+    """A real C++ extension (CPU): the second evaluation with the same cache loads the first one's build."""
+    caches = tmp_path / "caches"
+    candidate = tmp_path / "matmul_inline.py"
+    candidate.write_text(
+        "import torch\nfrom torch import nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+        "SRC = 'torch::Tensor mm(torch::Tensor a, torch::Tensor b) { return torch::matmul(a, b); }'\n"
+        "ext = load_inline(name='kb_mm', cpp_sources=SRC, functions=['mm'], verbose=False)\n\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return ext.mm(a, b)\n"
+    )
+    settings = replace(SETTINGS, cache_dir=caches, timeout_s=300)
+    first = evaluate(MATMUL, "candidate", settings, candidate=str(candidate))
+    assert first.ok, first.reason
+    (built,) = (caches / "candidate").rglob("kb_mm*.so")
+    stamp = built.stat().st_mtime_ns
+    second = evaluate(MATMUL, "candidate", settings, candidate=str(candidate))
+    assert second.ok, second.reason
+    assert built.stat().st_mtime_ns == stamp  # loaded, not linked again
+
+
 def test_the_cache_trim_counts_entries_and_locked_folders_and_never_follows_links(tmp_path: Path) -> None:
     from kernelbot.harness.sandbox import ENTRY_BYTES, trim_cache
 

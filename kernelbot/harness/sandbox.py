@@ -96,6 +96,9 @@ def worker_env(cache_dir: Path | None, device: str = "cpu", gpu: str | None = No
         extra["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
         extra["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
         extra["CUPY_CACHE_DIR"] = str(cache_dir / "cupy")
+        # load_inline's builds: by default under $HOME, which is the sandbox's own /tmp and gone when it ends,
+        # so every evaluation of the same source rebuilt it (40+ s for a CUDA extension on an H100).
+        extra["TORCH_EXTENSIONS_DIR"] = str(cache_dir / "torch_extensions")
     return jail.environment(extra)
 
 
