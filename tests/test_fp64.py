@@ -106,6 +106,25 @@ def test_an_all_nan_reference_is_an_operator_error(tmp_path: Path) -> None:
     assert ev.status == "operator_error" and "all NaN" in ev.reason
 
 
+def test_an_operator_out_of_gpu_memory_gets_one_line_with_the_fix(tmp_path: Path) -> None:
+    """Its working set does not fit (a 6.4 GB operator on an 80 GB H100): one line, not torch's paragraph."""
+    (tmp_path / "big_op.py").write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 11.92 GiB. GPU 0 has a '\n"
+        "                                     'total capacity of 79.18 GiB of which 5.94 GiB is free.\\nSee docs')\n"
+        "def get_inputs():\n    return [torch.randn(8, 8)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    job = {"kind": "kernelbench", "root": str(tmp_path), "file": "big_op.py", "device": "cpu"}
+    ev = evaluate(job, "operator", SETTINGS, time_it=False)
+    assert ev.status == "operator_error", ev.reason
+    assert "\n" not in ev.reason and "ran out of GPU memory" in ev.reason, ev.reason
+    assert "Tried to allocate 11.92 GiB" in ev.reason and "smaller shape" in ev.reason
+    assert "total capacity" not in ev.reason  # torch's advice on allocator settings is left out
+
+
 def test_without_a_float64_run_the_elementwise_rule_decides_and_says_so() -> None:
     ref, out = torch.ones(100), torch.ones(100) + 1e-2
 
@@ -172,3 +191,42 @@ def test_two_runs_summed_in_another_order_agree_to_rounding_a_lost_update_does_n
     lost = two.clone()
     lost[7] -= terms[7, 11]  # one term's update lost in a race
     assert not compare.identical_or_rounding(one, lost, None, None, [ref], golden)
+
+
+class _Largest(torch.utils._python_dispatch.TorchDispatchMode):
+    """The most elements of any tensor an op made while this mode was on."""
+
+    def __init__(self, *given: torch.Tensor) -> None:
+        super().__init__()
+        self.most, self.inputs = 0, {t.untyped_storage().data_ptr() for t in given}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, tuple | list) else [out]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self.inputs:
+                self.most = max(self.most, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool, torch.complex64])
+def test_wide_sums_and_closeness_of_a_large_output_take_a_chunk_at_a_time(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's seed fingerprints and its rounding check summed whole float64 copies: on an 80 GB H100
+    the copy of a 6.4 GB output (11.9 GiB) ran it out of memory. Now no temporary is larger than a chunk."""
+    monkeypatch.setattr(compare, "CHUNK", 1000)
+    x = (torch.randn(7, 1001) * 3).to(dtype) if dtype != torch.bool else torch.rand(7, 1001) < 0.3
+    y = x.clone()
+    if dtype.is_floating_point:
+        y.view(-1)[-1] += 1  # differs in the last chunk only
+    wide = torch.complex128 if dtype.is_complex else torch.float64 if dtype.is_floating_point else torch.int64
+    expected = x.to(wide).sum()
+    with _Largest(x, y) as mode:
+        total = compare.wide_sum(x)
+        close = None if dtype.is_complex else compare._close(x, y, 1e-6, 1e-6)
+    assert total == pytest.approx(float(expected.real if dtype.is_complex else expected), rel=1e-12)
+    assert close is None or close == (not dtype.is_floating_point)
+    assert mode.most <= 1000
+    with _Largest(x) as whole:
+        x.to(wide).sum()  # what the fingerprint did before: the mode does see a whole copy
+    assert whole.most == x.numel()

@@ -116,6 +116,15 @@ def memory_note(device: str) -> str:
     return f" (this process peaked at {peak / gib:.1f} GiB; {free / gib:.1f} of {total / gib:.1f} GiB free on the GPU)"
 
 
+def out_of_memory(who: str, exc: BaseException) -> str:
+    """One line for a CUDA out-of-memory error: who ran out, the memory at hand, and the fix."""
+    first = str(exc).splitlines()[0].split(". GPU")[0] if str(exc) else "CUDA out of memory"
+    return (
+        f"{who} ran out of GPU memory{memory_note('cuda')}: {first}; give it a GPU with more free memory "
+        "(no other processes on it) or time a smaller shape"
+    )
+
+
 # Elements up to which an input is reordered by a full random permutation (~100 ms a million elements on
 # one CPU core, both sides, every sample: too slow above). Above, in blocks of BLOCK elements: the blocks
 # in a random order, and inside each block a random affine permutation i -> (a*i + b) mod BLOCK (a coprime

@@ -38,6 +38,7 @@ from kernelbot.harness.inputs import (  # noqa: E402
     clone,
     input_sets_for,
     nbytes,
+    out_of_memory,
     refresh,
     same_tensor,
     set_bytes_budget,
@@ -277,6 +278,8 @@ class Judge:
             if self.device == "cuda":
                 torch.cuda.synchronize()
             return out
+        except torch.OutOfMemoryError as exc:
+            raise Failure("operator_error", out_of_memory("the operator (reference run)", exc)) from None
         except Exception as exc:
             raise Failure(
                 "operator_error", f"the operator raised {type(exc).__name__}: {exc}"[:500]
@@ -638,12 +641,7 @@ def _fingerprint(t: torch.Tensor) -> tuple[Any, ...]:
     flat = t.detach().reshape(-1)
     if flat.numel() == 0:
         return (0,)
-    values = flat.double() if flat.is_floating_point() or flat.is_complex() else flat.long()
-    return (
-        float(values.sum().real if values.is_complex() else values.sum()),
-        flat[:8].tolist(),
-        flat.numel(),
-    )
+    return (compare.wide_sum(flat), flat[:8].tolist(), flat.numel())
 
 
 def main() -> None:
@@ -689,6 +687,8 @@ def main() -> None:
                 reply({"ok": False, "status": "crashed", "reason": f"bad command {cmd.get('cmd')!r}"})
         except Failure as exc:
             reply({"ok": False, "status": exc.status, "reason": exc.reason, **exc.extra})
+        except torch.OutOfMemoryError as exc:  # the reference, its float64 run and the copies the check keeps
+            reply({"ok": False, "status": "operator_error", "reason": out_of_memory("the judge", exc)})
         except BaseException as exc:  # only the operator's code and ours run here: never the subject's fault
             reply({"ok": False, "status": "operator_error", "reason": f"{type(exc).__name__}: {exc}"[:2000]})
         if judge.device == "cuda":

@@ -28,8 +28,8 @@ from kernelbot.harness.inputs import (  # noqa: E402
     Failure,
     clone,
     input_sets_for,
-    memory_note,
     nbytes,
+    out_of_memory,
     parts,
     refresh,
     without_grad,
@@ -45,12 +45,7 @@ def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
     except SystemExit as exc:
         raise Failure("crashed", f"{who} called sys.exit({exc.code})") from None
     except torch.cuda.OutOfMemoryError as exc:
-        first = str(exc).splitlines()[0].split(". GPU")[0]
-        raise Failure(
-            "crashed",
-            f"{who} ran out of GPU memory{memory_note('cuda')}: {first}; give it a GPU with more free memory "
-            "(no other processes on it) or time a smaller shape",
-        ) from None
+        raise Failure("crashed", out_of_memory(who, exc)) from None
     except MemoryError:
         raise Failure("crashed", f"{who} ran out of memory (MemoryError)") from None
     except Exception as exc:
