@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 SETS = {  # name -> the problems' folder (NN_name.py files; *_new.py are candidates, not problems)
     "realsize": REPO / "benchmarks" / "realsize",
     "problems": REPO / "benchmarks" / "problems",
+    "heldout": REPO / "benchmarks" / "heldout",  # written after the policy's training runs: never in them
 }
 Runner = Callable[[Path, Path, argparse.Namespace, int | None], float]
 clock = time.monotonic  # --stop-after's clock (a test's fake one)

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -356,6 +357,27 @@ def test_trained_on_one_set_and_judged_on_a_disjoint_one(
     assert "nothing is left to train on" in capsys.readouterr().err
     learned = evaluate_on(training_rows([history_url]), training_rows([other]), rules)
     assert learned.summary()["operators"] == 12 and learned.folds == 1
+
+
+def test_the_shipped_runs_judged_on_another_sets_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks.train_policy --evaluate-on: the project's recorded runs train, a suite database of other
+    problems is replayed, and the shipped policy file is left as it is."""
+    from benchmarks import train_policy
+
+    other = str(tmp_path / "heldout.db")
+    _write_history(other, operators=6, seed=2, repository="heldout/set")
+    shipped = tmp_path / "default.json"
+    report = tmp_path / "cross_set.md"
+    monkeypatch.setattr(
+        sys, "argv", ["train_policy", "--out", str(shipped), "--evaluate-on", other, "--report", str(report)]
+    )
+    train_policy.main()
+    quality = json.loads(capsys.readouterr().out)
+    assert quality["operators"] == 6 and quality["episodes"] == 6 and quality["folds"] == 1
+    assert "| median_evaluations_ratio |" in report.read_text()
+    assert not shipped.exists()
 
 
 def test_the_shipped_default_policy_loads(rules: list[Rule], caplog: pytest.LogCaptureFixture) -> None:
