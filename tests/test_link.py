@@ -174,3 +174,25 @@ def test_a_candidate_that_fails_on_its_second_run_is_reported_as_crashed(tmp_pat
     )
     ev = evaluate(job, "candidate", Settings(timeout_s=60), candidate=str(candidate), time_it=False)
     assert ev.status == "crashed" and "second run" in ev.reason, (ev.status, ev.reason)
+
+
+def test_answers_are_encoded_without_looking_anything_up_in_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """json.dumps looks c_make_encoder up in json.encoder at every call: a subject that replaced it worked
+    while its answers were encoded (attacker round 9). The link's encoder was bound before that."""
+    import json
+    import json.encoder
+
+    def replaced(*args: object) -> object:
+        raise AssertionError("the link called json.encoder.c_make_encoder")
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", replaced)
+    monkeypatch.setattr(json.encoder.JSONEncoder, "iterencode", replaced)
+    read, write = os.pipe()
+    try:
+        header = {"ok": True, "n": 7, "ms_total": 1.25, "reason": 'é"\n', "outputs": [None, False, 3]}
+        link.send(write, header)
+        body = os.read(read, 1 << 16)[8:]  # after the frame's length (8 bytes)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert json.loads(body) == {**header, "tensors": []}

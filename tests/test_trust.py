@@ -485,6 +485,16 @@ def test_a_harness_helper_replaced_to_work_in_the_refresh_is_rejected(tmp_path: 
     assert any("pkgutil.resolve_name" in f.message for f in found), found
 
 
+def test_work_in_the_encoding_of_the_workers_answers_is_rejected_and_earns_nothing(tmp_path: Path) -> None:
+    """Attacker round 9 (reward 3 with the static check on): json.encoder.c_make_encoder, reached through a
+    function's return value, computed each set's product while the worker encoded its "prep" answer. The
+    link's encoder is now bound before the candidate loads, and json's modules are watched."""
+    assert scan((TRUST / "json_encoder_hook.py").read_text()) == []  # the static check does not see it
+    ev = _attack("json_encoder_hook", tmp_path)
+    assert ev.status == "rejected" and "json.encoder.c_make_encoder was replaced" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_work_in_a_grad_mode_exit_after_the_refresh_is_rejected(tmp_path: Path) -> None:
     ev = _attack("grad_exit", tmp_path)
     assert ev.status == "rejected" and "grad_mode.no_grad.__exit__ was replaced" in ev.reason, ev

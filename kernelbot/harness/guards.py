@@ -89,6 +89,11 @@ def _namespaces() -> dict[str, Any]:
             for used in vars(module).values():
                 if isinstance(used, types.ModuleType) and used.__name__ not in _UNWATCHED:
                     spaces.setdefault(used.__name__, used)
+    # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
+    # helpers up in json.encoder and json.decoder at call time (round 9 replaced c_make_encoder).
+    for name in ("json.encoder", "json.decoder", "json.scanner"):
+        if name in sys.modules:
+            spaces.setdefault(name, sys.modules[name])
     # Grad-mode context managers: their __enter__/__exit__ are looked up on the class when a block starts and
     # ends (round 6 replaced no_grad.__exit__ to work after the refresh).
     for module in (torch.autograd.grad_mode, torch.utils._contextlib):

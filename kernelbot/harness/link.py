@@ -21,6 +21,7 @@ import ctypes
 import fcntl
 import gc
 import json
+import json.encoder
 import json.scanner
 import math
 import mmap
@@ -66,6 +67,30 @@ _prod = math.prod
 # attributes (scan_once) anything can replace; this scanner is reachable from nowhere and has none.
 _c_scanner = getattr(json.scanner, "c_make_scanner", None)
 _scan = _c_scanner(json.JSONDecoder()) if _c_scanner is not None else None
+
+
+# Headers written by CPython's C encoder, made here too: json.dumps looks `c_make_encoder` up in json.encoder
+# at every call, and a subject that replaced it ran its work while the worker encoded its "prep" answer,
+# inside the judge's allowance for the refresh (attacker round 9, reward 3). This one is bound before any
+# subject code runs and looks nothing up when called.
+_c_encoder = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+_encode = (
+    _c_encoder(None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+    if _c_encoder is not None
+    else None
+)
+
+
+def _dump(value: Any) -> bytes:
+    if _encode is None:  # a Python without the C encoder
+        return json.dumps(value, separators=(",", ":")).encode()
+    return "".join(_encode(value, 0)).encode()
 
 
 def _parse(data: bytes) -> Any:
@@ -254,7 +279,7 @@ def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> N
     """One message: the header on the pipe, with the dtype and shape of each tensor `outgoing` has already
     written into the shared region (the header tells the other side they are there)."""
     specs = outgoing.specs if outgoing is not None else []
-    body = json.dumps({**header, "tensors": specs}, separators=(",", ":")).encode()
+    body = _dump({**header, "tensors": specs})
     write_frame(fd, _LEN.pack(len(body)) + body)
 
 
