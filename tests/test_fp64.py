@@ -92,33 +92,32 @@ def test_lower_precision_or_zeros_fail_both_rules(problem: Path, name: str) -> N
     assert "against float64" in ev.reason and ev.fp64_ratio is not None and ev.fp64_ratio > 10
 
 
-def test_an_all_nan_reference_is_an_operator_error(tmp_path: Path) -> None:
-    (tmp_path / "nan_op.py").write_text(
+def _check_operator(tmp_path: Path, forward: str) -> Evaluation:
+    """The check of an operator whose forward(x) on an 8 x 8 input is the one line `forward`."""
+    (tmp_path / "op.py").write_text(
         "import torch\n"
         "class Model(torch.nn.Module):\n"
         "    def forward(self, x):\n"
-        "        return x * float('nan')\n"
+        f"        {forward}\n"
         "def get_inputs():\n    return [torch.randn(8, 8)]\n"
         "def get_init_inputs():\n    return []\n"
     )
-    job = {"kind": "kernelbench", "root": str(tmp_path), "file": "nan_op.py", "device": "cpu"}
-    ev = evaluate(job, "operator", SETTINGS, time_it=False)
+    job = {"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": "cpu"}
+    return evaluate(job, "operator", SETTINGS, time_it=False)
+
+
+def test_an_all_nan_reference_is_an_operator_error(tmp_path: Path) -> None:
+    ev = _check_operator(tmp_path, "return x * float('nan')")
     assert ev.status == "operator_error" and "all NaN" in ev.reason
 
 
 def test_an_operator_out_of_gpu_memory_gets_one_line_with_the_fix(tmp_path: Path) -> None:
     """Its working set does not fit (a 6.4 GB operator on an 80 GB H100): one line, not torch's paragraph."""
-    (tmp_path / "big_op.py").write_text(
-        "import torch\n"
-        "class Model(torch.nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 11.92 GiB. GPU 0 has a '\n"
-        "                                     'total capacity of 79.18 GiB of which 5.94 GiB is free.\\nSee docs')\n"
-        "def get_inputs():\n    return [torch.randn(8, 8)]\n"
-        "def get_init_inputs():\n    return []\n"
+    ev = _check_operator(
+        tmp_path,
+        "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 11.92 GiB. GPU 0 has a total "
+        "capacity of 79.18 GiB of which 5.94 GiB is free.\\nSee docs')",
     )
-    job = {"kind": "kernelbench", "root": str(tmp_path), "file": "big_op.py", "device": "cpu"}
-    ev = evaluate(job, "operator", SETTINGS, time_it=False)
     assert ev.status == "operator_error", ev.reason
     assert "\n" not in ev.reason and "ran out of GPU memory" in ev.reason, ev.reason
     assert "Tried to allocate 11.92 GiB" in ev.reason and "smaller shape" in ev.reason
