@@ -467,6 +467,41 @@ def test_a_faster_median_without_a_reward_names_the_interval_that_kept_it() -> N
     assert why_nothing_suggested(outcome).endswith("0.90x eager (reward 1)")  # type: ignore[arg-type,union-attr]
 
 
+def test_a_fast_candidate_left_at_reward_1_is_marked_and_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """reduce-before-matmul+compile-max-autotune at 16.7x eager but reward 1 (a held-out problem on the CPU):
+    only the best so far is timed side by side, and the table now says so instead of a bare 1."""
+    import types
+
+    from rich.console import Console
+
+    from kernelbot import console
+    from kernelbot.commands.optimize import render as render_table
+
+    def candidate(
+        origin: str, ms: float, ratio: float, reward: int, **extra: object
+    ) -> types.SimpleNamespace:
+        timing = types.SimpleNamespace(median_ms=ms)
+        ev = types.SimpleNamespace(timing=timing, status="ok", reason="")
+        fields = {"side_by_side": None, "provisional_reward": None, "speedup_vs_compile": ratio, **extra}
+        return types.SimpleNamespace(
+            origin=origin, evaluation=ev, speedup_vs_eager=ratio, reward=reward, **fields
+        )
+
+    best = candidate("reduce-before-matmul", 4.5, 37.8, 3, side_by_side={"rounds": 8})
+    later = candidate("reduce-before-matmul+compile-max-autotune", 10.8, 16.7, 1, provisional_reward=3)
+    eager = types.SimpleNamespace(timing=types.SimpleNamespace(median_ms=180.9))
+    check = types.SimpleNamespace(
+        spec=types.SimpleNamespace(name="08_matmul_rowsum"), eager=eager, compiled=None
+    )
+    result = types.SimpleNamespace(candidates=[best, later], check=check, best=best, best_path="out.py")
+    term = Console(width=200, record=True, color_system=None)
+    monkeypatch.setattr(console, "err", term)
+    render_table(result)  # type: ignore[arg-type]
+    text = " ".join(term.export_text().split())  # the note wraps at the console's width
+    assert "1 ‡" in text and "3 ‡" not in text
+    assert "reward would be 3 (reduce-before-matmul+compile-max-autotune)" in text
+
+
 def test_a_report_stored_before_notes_existed_still_renders() -> None:
     """publish --run-id renders stored reports of earlier versions: a missing key is not an error."""
     from kernelbot.render import render

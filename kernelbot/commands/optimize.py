@@ -63,7 +63,7 @@ def render(result: OptimizeResult) -> None:
                 console.fmt_ms(t.median_ms if t else None),
                 console.fmt_ratio(c.speedup_vs_eager) + (" †" if c.side_by_side else ""),
                 console.fmt_ratio(c.speedup_vs_compile) + (" †" if c.side_by_side else ""),
-                str(c.reward),
+                str(c.reward) + (" ‡" if c.provisional_reward else ""),
             ]
         )
         if c.evaluation.status != "ok" and c.evaluation.reason:
@@ -80,6 +80,17 @@ def render(result: OptimizeResult) -> None:
         console.err.print(
             "† timed side by side with eager and torch.compile, in the same rounds (the reward comes from these "
             "ratios and their 99% interval; the medians in the title are separate runs)",
+            highlight=False,
+            markup=False,
+        )
+    if any(c.provisional_reward for c in result.candidates):
+        console.err.print(
+            "‡ not timed side by side (only a candidate claiming more than every one timed before it is, while "
+            "time is left): by the cached baselines alone its reward would be "
+            + ", ".join(
+                f"{c.provisional_reward} ({c.origin})" for c in result.candidates if c.provisional_reward
+            )
+            + "; a reward above 1 needs the side-by-side rounds",
             highlight=False,
             markup=False,
         )
