@@ -495,6 +495,17 @@ def test_work_in_the_encoding_of_the_workers_answers_is_rejected_and_earns_nothi
     assert reward(ev, None, None) == -1
 
 
+def test_work_in_the_audit_hooks_class_as_outputs_are_copied_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 10 (reward 3 with the static check on): audit.Hook.__call__, replaced through torch's
+    importer by a name built from bytes, filled each output when the worker's copy raised an audited event.
+    The hook is now the method bound at start, its class is watched, and the importer is named."""
+    found = scan((TRUST / "audit_hook_call.py").read_text())
+    assert any("_import_dotted_name" in f.message for f in found), found
+    ev = _attack("audit_hook_call", tmp_path)
+    assert ev.status == "rejected" and "kernelbot.harness.audit.Hook.__call__ was replaced" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_work_in_a_grad_mode_exit_after_the_refresh_is_rejected(tmp_path: Path) -> None:
     ev = _attack("grad_exit", tmp_path)
     assert ev.status == "rejected" and "grad_mode.no_grad.__exit__ was replaced" in ev.reason, ev

@@ -198,7 +198,10 @@ def install(untrusted: list[str]) -> Hook:
     global _installed
     if _installed is None:
         _installed = Hook(untrusted)
-        sys.addaudithook(_installed)
+        # The method bound now, not the instance: an instance is called through type(hook).__call__, looked up
+        # on the class at every audited event (attacker round 10 replaced it and computed outputs as the worker
+        # copied them). The class is a watched namespace besides.
+        sys.addaudithook(_installed.__call__)
     else:
         extra = tuple(os.path.join(os.path.realpath(p), "") for p in untrusted)
         _installed.untrusted = tuple(dict.fromkeys(_installed.untrusted + extra))

@@ -248,7 +248,8 @@ INTROSPECTIVE_ATTRS = frozenset(
     }
 )
 # Attributes that load code by name, whatever object they are read from.
-IMPORT_ATTRS = frozenset({"__import__", "__loader__"})
+# _import_dotted_name: torch's own importer of a module by a name (attacker round 10: the harness's audit).
+IMPORT_ATTRS = frozenset({"__import__", "__loader__", "import_module", "_import_dotted_name"})
 # Names spelt as strings: a getattr, a namespace lookup or an importer elsewhere turns them back into code, and
 # building them at run time is the way past the checks above, so the text itself is the finding. Only words no
 # honest kernel spells as a whole string are here (not "eval", "stack", "trace" or "compile", which are).

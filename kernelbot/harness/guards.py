@@ -83,12 +83,16 @@ def _namespaces() -> dict[str, Any]:
     # Every harness module loaded in this process, and the modules they use: the worker's helpers look their
     # names up at call time (an attacker replaced kernelbot.harness.inputs._reorder and did a sample's work
     # inside the refresh). Not sys or warnings, whose attributes honest code swaps (streams, showwarning).
+    # Their classes too: a method is looked up on its class at call time (round 10 replaced
+    # audit.Hook.__call__, which Python calls on every audit event, and did the work as outputs were copied).
     for name, module in list(sys.modules.items()):
         if name == "kernelbot" or name.startswith("kernelbot."):
             spaces.setdefault(name, module)
-            for used in vars(module).values():
+            for attr, used in vars(module).items():
                 if isinstance(used, types.ModuleType) and used.__name__ not in _UNWATCHED:
                     spaces.setdefault(used.__name__, used)
+                elif isinstance(used, type) and used.__module__ == name:
+                    spaces.setdefault(f"{name}.{attr}", used)
     # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
     # helpers up in json.encoder and json.decoder at call time (round 9 replaced c_make_encoder).
     for name in ("json.encoder", "json.decoder", "json.scanner"):
