@@ -773,3 +773,20 @@ def test_the_cache_trim_counts_entries_and_locked_folders_and_never_follows_link
     finally:
         if (folder / "locked").exists():
             os.chmod(folder / "locked", 0o700)
+
+
+def test_the_guards_look_for_modes_through_functions_bound_before_any_candidate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch._C is no watched namespace: a candidate that replaced its stack-length functions would have hidden
+    a mode from the guard (attacker round 10 found the lookups). The guard's own were bound at its import."""
+    from torch.overrides import TorchFunctionMode
+
+    from kernelbot.harness import guards
+
+    for name in ("_len_torch_function_stack", "_len_torch_dispatch_stack"):
+        monkeypatch.setattr(torch._C, name, lambda: 0)
+    monkeypatch.setattr(torch._C, "_dispatch_get_registrations_for_dispatch_key", lambda key: [])
+    with TorchFunctionMode():
+        assert guards._modes() == ["1 torch function mode(s)"]
+    assert any(name.startswith("aten::add") for name in guards._aten_overrides())

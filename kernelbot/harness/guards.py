@@ -139,6 +139,15 @@ _KEYS = (
 )  # fmt: skip
 
 
+# torch._C's functions the guard calls, bound before any untrusted code runs: torch._C is no watched namespace
+# (a replaced _len_torch_function_stack would hide a mode from the check that looks for one).
+_dump = torch._C._dispatch_dump
+_registrations = torch._C._dispatch_get_registrations_for_dispatch_key
+_function_modes, _dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+_mode_keys = tuple(torch._C._TorchDispatchModeKey.__members__.values())
+_mode_at = torch._C._get_dispatch_mode
+
+
 def _aten_overrides() -> frozenset[str]:
     """Every ATen operator's kernel registration on those keys, as the dispatcher holds them (`aten::op@KEY`).
 
@@ -149,7 +158,7 @@ def _aten_overrides() -> frozenset[str]:
     found = []
     for key in _KEYS:
         try:
-            names = torch._C._dispatch_get_registrations_for_dispatch_key(key)
+            names = _registrations(key)
         except (RuntimeError, ValueError):  # a key this build does not have
             continue
         found += [f"{name}@{key}" for name in names if name.startswith("aten::")]
@@ -171,7 +180,6 @@ HARNESS_OPS = (
     "aten::slice.Tensor", "aten::sparse_compressed_tensor.comp_plain_value_size", "aten::to_dense",
     "aten::unsqueeze", "aten::values", "aten::view", "aten::view.dtype", "aten::_to_dense", "aten::zeros",
 )  # fmt: skip
-_dump = torch._C._dispatch_dump
 
 
 def ops_run_by(fn: Callable[[], Any]) -> set[str]:
@@ -222,12 +230,11 @@ def _key_of(line: str) -> str:
 def _modes() -> list[str]:
     """Modes active on torch's stacks: each runs on every torch call after it, the harness's own included."""
     active = []
-    for kind, depth in (("function", torch._C._len_torch_function_stack()),
-                        ("dispatch", torch._C._len_torch_dispatch_stack())):  # fmt: skip
+    for kind, depth in (("function", _function_modes()), ("dispatch", _dispatch_modes())):
         if depth:
             active.append(f"{depth} torch {kind} mode(s)")
-    for key in torch._C._TorchDispatchModeKey.__members__.values():
-        if torch._C._get_dispatch_mode(key) is not None:
+    for key in _mode_keys:
+        if _mode_at(key) is not None:
             active.append(f"the {key.name.lower()} dispatch mode")
     return active
 
