@@ -506,6 +506,20 @@ def test_work_in_the_audit_hooks_class_as_outputs_are_copied_is_rejected(tmp_pat
     assert reward(ev, None, None) == -1
 
 
+def test_work_in_the_ctypes_class_that_copies_the_outputs_earns_nothing(tmp_path: Path) -> None:
+    """Attacker round 11 (reward 3 with the static check on): from_address set on the ctypes array class the
+    worker read CPU outputs with computed each product as it was copied. The worker now calls the metatype's
+    own from_address, so the timed calls' empty outputs are what the judge sees."""
+    assert scan((TRUST / "ctypes_from_address.py").read_text()) == []  # the static check does not see it
+    ev = _attack("ctypes_from_address", tmp_path)
+    assert ev.status == "incorrect" and reward(ev, None, None) == -1, ev
+
+
+def test_a_method_of_the_refreshs_random_generator_replaced_is_rejected(tmp_path: Path) -> None:
+    ev = _attack("random_in_the_refresh", tmp_path)
+    assert ev.status == "rejected" and "random.Random.randrange was replaced" in ev.reason, ev
+
+
 def test_work_in_a_grad_mode_exit_after_the_refresh_is_rejected(tmp_path: Path) -> None:
     ev = _attack("grad_exit", tmp_path)
     assert ev.status == "rejected" and "grad_mode.no_grad.__exit__ was replaced" in ev.reason, ev

@@ -115,6 +115,10 @@ _layout, _device, _shape, _dtype = (
 # numpy's C functions and type (np.lib.stride_tricks.as_strided is Python, its module's names patchable)
 _frombuffer, _ndarray, _contiguous_array = np.frombuffer, np.ndarray, np.ascontiguousarray
 _np_empty, _uint8, _c_char, _mmap = np.empty, np.uint8, ctypes.c_char, mmap.mmap
+# The array type's from_address as its (immutable) metatype defines it: `(c_char * n).from_address` is looked
+# up on the array class, which ctypes makes once per length and anyone may add attributes to (attacker round
+# 11 set from_address there and computed each output as it was copied).
+_from_address = type(ctypes.c_char * 1).__dict__["from_address"]
 _gc_enabled, _gc_disable, _gc_enable, _sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
 _ALL_SIGNALS = signal.valid_signals()
 _cuda_memcpy: Any = None  # cupy.cuda.runtime.memcpy, bound by arm_device_copy before any subject code runs
@@ -208,7 +212,7 @@ def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
         host = _np_empty(span, dtype=_uint8)
         _cuda_memcpy(host.__array_interface__["data"][0], ptr, span, 2)  # cudaMemcpyDeviceToHost
     else:
-        host = _frombuffer((_c_char * span).from_address(ptr), dtype=_uint8)
+        host = _frombuffer(_from_address(_c_char * span, ptr), dtype=_uint8)
     if _is_contiguous(tensor):
         return host[: _numel(tensor) * item]  # already in order (Outgoing.add copies it at once)
     view = _ndarray(
@@ -295,9 +299,12 @@ def _through_windows(region: int, offset: int, flat: torch.Tensor, *, into_regio
     for start in range(0, flat.numel(), WINDOW):
         part = flat[start : start + WINDOW]
         with mmap.mmap(region, part.numel(), flags=_MAP_FLAGS, prot=prot, offset=offset + start) as window:
-            with warnings.catch_warnings():  # a read-only buffer is what the reading side wants
-                warnings.simplefilter("ignore", UserWarning)
+            if into_region:  # the subject's side: no warning to silence, so none of warnings' code runs
                 mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
+            else:
+                with warnings.catch_warnings():  # a read-only buffer is what the reading side wants
+                    warnings.simplefilter("ignore", UserWarning)
+                    mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
             # Device copies from or to pageable memory are synchronous: the receiver's copy is a snapshot.
             mapped.copy_(part) if into_region else part.copy_(mapped)
             del mapped  # the mapping closes only once no tensor views it
