@@ -100,3 +100,10 @@ def test_a_patched_ctypes_array_class_does_not_read_the_outputs(monkeypatch: pyt
     monkeypatch.setattr(array, "from_address", lambda ptr: bytes(48), raising=False)
     raw = link._raw_bytes(x)
     assert raw is not None and raw.tobytes() == x.numpy().tobytes()
+
+
+def test_the_guards_own_check_calls_only_watched_code() -> None:
+    """A method the guard calls on a class nobody watches could report what the guard last saw: torch.backends'
+    precision flags (Python properties), threading.Thread.ident, the text decoder of a /proc read."""
+    integrity = guards.Integrity()
+    assert _unheld(integrity.violations) == set()

@@ -97,8 +97,8 @@ def _namespaces() -> dict[str, Any]:
                     spaces.setdefault(f"{name}.{attr}", used)
     # Classes of other modules whose methods the subject process calls once untrusted code is loaded, looked
     # up on the class at call time (on Python 3.11 setting a class attribute raises no audit event): the
-    # refresh's random.Random (round 11), the capture fallback's contextlib.suppress.
-    for cls in (random.Random, contextlib.suppress):
+    # refresh's random.Random (round 11), the capture fallback's contextlib.suppress, the guard's own threading.Thread (ident, name).
+    for cls in (random.Random, contextlib.suppress, threading.Thread):
         spaces.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
     # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
     # helpers up in json.encoder and json.decoder at call time (round 9 replaced c_make_encoder).
@@ -246,14 +246,30 @@ def _modes() -> list[str]:
     return active
 
 
+# The precision flags as torch._C holds them, read through getters bound here: torch.backends' flags are
+# properties of Python classes (cuBLASModule.__getattr__, ContextProp.__get__) that a subject could patch to
+# report what the guard last saw (found by profiling the guard's own calls, tests/test_call_paths.py).
+_FLAG_GETTERS = {
+    name: getattr(torch._C, getter)
+    for name, getter in (
+        ("matmul.allow_tf32", "_get_cublas_allow_tf32"),
+        ("cudnn.allow_tf32", "_get_cudnn_allow_tf32"),
+        ("float32_matmul_precision", "_get_float32_matmul_precision"),
+        (
+            "matmul.allow_fp16_reduced_precision_reduction",
+            "_get_cublas_allow_fp16_reduced_precision_reduction",
+        ),
+        (
+            "matmul.allow_bf16_reduced_precision_reduction",
+            "_get_cublas_allow_bf16_reduced_precision_reduction",
+        ),
+    )
+    if hasattr(torch._C, getter)
+}
+
+
 def precision_flags() -> dict[str, Any]:
-    return {
-        "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "matmul.allow_fp16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
-        "matmul.allow_bf16_reduced_precision_reduction": torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
-    }
+    return {name: get() for name, get in _FLAG_GETTERS.items()}
 
 
 def pin_precision(allow_tf32: bool) -> None:
@@ -280,7 +296,7 @@ def last_task_id() -> int | None:
     """The last thread or process id the kernel gave out in this PID namespace, or None where it cannot be
     read. It only grows: a thread started and ended between two looks still moved it."""
     try:
-        with _open("/proc/sys/kernel/ns_last_pid") as handle:
+        with _open("/proc/sys/kernel/ns_last_pid", "rb") as handle:  # bytes: no codecs class decodes it
             return int(handle.read())
     except (OSError, ValueError):
         return None
@@ -299,7 +315,7 @@ def child_processes() -> list[int]:
     pids: list[int] = []
     try:
         for tid in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{tid}/children") as handle:
+            with _open(f"/proc/self/task/{tid}/children", "rb") as handle:
                 pids += [int(p) for p in handle.read().split()]
     except OSError:
         pass
