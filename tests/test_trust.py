@@ -804,3 +804,32 @@ def test_the_guards_look_for_modes_through_functions_bound_before_any_candidate(
     with TorchFunctionMode():
         assert guards._modes() == ["1 torch function mode(s)"]
     assert any(name.startswith("aten::add") for name in guards._aten_overrides())
+
+
+def test_work_in_a_value_the_copy_of_the_outputs_reads_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 12 (reward 3 with the static check on): the timed calls returned empty tensors and left
+    an int subclass in mmap.PROT_READ, whose __or__, run as the copy of the outputs read it, computed them and
+    put the int back before the guard after the copy. The copy now uses mmap's constants bound at import,
+    and the guard runs before the copy too."""
+    ev = _attack("prot_read_or", tmp_path)
+    assert ev.status == "rejected" and "mmap.PROT_READ was replaced" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_a_native_hook_of_the_workers_reads_is_refused_by_the_static_check() -> None:
+    """Attacker round 12: a GOT slot of libpython made writable and pointed at the candidate's readv."""
+    rules = {f.rule for f in scan((TRUST / "got_readv.py").read_text())}
+    assert "native-patch" in rules, rules
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime hole: native code can defer its work past the timed window (docs/security.md)",
+)
+def test_a_native_hook_of_the_workers_reads_earns_nothing_at_run_time(tmp_path: Path) -> None:
+    """The same candidate with the static check off: Python's guards cannot see a hook below Python. Strict:
+    once the outputs are committed inside the judge's clock, this passes and the xfail must go."""
+    settings = replace(SETTINGS, cache_dir=tmp_path / "caches", timeout_s=300)
+    ev = evaluate(MATMUL, "candidate", settings, candidate=str(TRUST / "got_readv.py"), static_check=False)
+    assert reward(ev, None, None) == -1, ev

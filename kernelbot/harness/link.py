@@ -46,6 +46,10 @@ HELD_SLACK = 1 << 20
 # The most of the region a subject maps at once: its address space stays small under a CPU memory limit.
 WINDOW = 64 << 20
 _MAP_FLAGS = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the window's pages in one go, not a fault per page
+# mmap's constants as values bound now: a lookup in the module at copy time would run whatever an int subclass
+# put there defines (attacker round 12 did a sample's work in PROT_READ's __or__ as the outputs were copied).
+_PROT_R, _PROT_RW = mmap.PROT_READ, mmap.PROT_READ | mmap.PROT_WRITE
+_PAGESIZE, _MAP_SHARED, _MADV_REMOVE = mmap.PAGESIZE, mmap.MAP_SHARED, mmap.MADV_REMOVE
 _READ_MAX = 1 << 30  # one pread at most (Linux returns at most ~2 GiB a call)
 DTYPES = {
     str(d).removeprefix("torch."): d
@@ -232,7 +236,7 @@ def _numpy_into_region(region: int, offset: int, raw: np.ndarray) -> None:
     (its `copy_` is a dispatched operator, which the subject could have replaced)."""
     for start in range(0, raw.size, WINDOW):
         part = raw[start : start + WINDOW]
-        with _mmap(region, part.size, flags=_MAP_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE,
+        with _mmap(region, part.size, flags=_MAP_FLAGS, prot=_PROT_RW,
                    offset=offset + start) as window:  # fmt: skip
             _frombuffer(window, dtype=_uint8, count=part.size)[:] = part
 
@@ -288,17 +292,17 @@ def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> N
 
 
 def _pages(nbytes: int) -> int:
-    return -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE
+    return -(-nbytes // _PAGESIZE) * _PAGESIZE
 
 
 def _through_windows(region: int, offset: int, flat: torch.Tensor, *, into_region: bool) -> None:
     """Copy a tensor's bytes (CPU or device) into the region, or out of it through a read-only mapping, a
     window at a time. Mapping is safe for both sides: the region is sealed at its size, so no page of a
     window can vanish under it."""
-    prot = mmap.PROT_READ | mmap.PROT_WRITE if into_region else mmap.PROT_READ
+    prot = _PROT_RW if into_region else _PROT_R
     for start in range(0, flat.numel(), WINDOW):
         part = flat[start : start + WINDOW]
-        with mmap.mmap(region, part.numel(), flags=_MAP_FLAGS, prot=prot, offset=offset + start) as window:
+        with _mmap(region, part.numel(), flags=_MAP_FLAGS, prot=prot, offset=offset + start) as window:
             if into_region:  # the subject's side: no warning to silence, so none of warnings' code runs
                 mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
             else:
@@ -314,8 +318,8 @@ def free(region: int, nbytes: int) -> None:
     """Give back the memory of the region's first `nbytes` (its pages, not its size)."""
     for start in range(0, nbytes, WINDOW):
         length = min(WINDOW, nbytes - start)
-        with mmap.mmap(region, length, flags=mmap.MAP_SHARED, offset=start) as window:
-            window.madvise(mmap.MADV_REMOVE)
+        with _mmap(region, length, flags=_MAP_SHARED, offset=start) as window:
+            window.madvise(_MADV_REMOVE)
 
 
 def check_held(region: int, extent: int) -> None:

@@ -265,6 +265,9 @@ class Subject:
     def last_outputs(self, into: link.Outgoing) -> list[Any]:
         held = _hold()  # copied first, then guarded (run())
         try:
+            # Guarded before the copy too: a value the timed calls left in a watched namespace would otherwise
+            # run as the copy reads it and put itself back before the guard after it (attacker round 12).
+            self.guard()
             # every set was called (calls >= sets): None here is what the subject returned
             described = [_describe(out, into) for out in self.outputs]
             self.guard()
