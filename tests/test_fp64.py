@@ -169,6 +169,28 @@ def test_the_comparison_a_chunk_at_a_time_says_what_the_whole_tensor_says(
         compare.compare(nan, ref, None, None)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_fast_path_for_finite_chunks_counts_what_the_special_value_path_counts(
+    dtype: torch.dtype,
+) -> None:
+    # Chunks where both sides are finite skip the NaN/Inf masks (a compile baseline's rounding sent every
+    # chunk through them: 72 s of a 140 s check on the CPU); both paths must agree on every figure, and
+    # neither may touch the output it reads (o.double() is o itself in float64).
+    gen = torch.Generator().manual_seed(5)
+    ref = torch.randn(4000, generator=gen).to(dtype)
+    ref[::9] = 0
+    out = (ref.double() + 3e-4 * torch.randn(4000, generator=gen, dtype=torch.float64)).to(dtype)
+    kept = out.clone()
+    fast = compare._finite_chunk(out, ref, 1e-4, 1e-4)
+    slow = compare._special_chunk(out, ref, 1e-4, 1e-4, out.shape, 0, "")
+    assert fast is not None and fast[:2] == slow[:2] and fast[0] > 0
+    assert fast[2:] == pytest.approx(slow[2:], rel=1e-12)
+    assert torch.equal(out, kept)
+    inf = out.clone()
+    inf[17] = float("inf")
+    assert compare._finite_chunk(inf, ref, 1e-4, 1e-4) is None  # left to the path that says where
+
+
 def _long_sums(terms: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
     """Row sums of 4096 terms in float32, added in the given order 64 at a time: what atomics or cuSPARSE's
     SpMV on power-law rows give run to run (seen on the H200: the operator itself was called a race)."""

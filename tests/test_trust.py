@@ -833,3 +833,19 @@ def test_a_native_hook_of_the_workers_reads_earns_nothing_at_run_time(tmp_path: 
     settings = replace(SETTINGS, cache_dir=tmp_path / "caches", timeout_s=300)
     ev = evaluate(MATMUL, "candidate", settings, candidate=str(TRUST / "got_readv.py"), static_check=False)
     assert reward(ev, None, None) == -1, ev
+
+
+@pytest.mark.parametrize("share", [0.0, 2.0])
+def test_samples_rechecked_at_random_catch_wrong_answers_the_last_ones_hide(
+    share: float, tmp_path: Path
+) -> None:
+    """Attacker round 12: wrong on the first samples' timed calls (told apart by their inputs' version
+    counters), right on the last. The judge now rechecks the i-th recorded sample with a chance of 2 / i, so
+    the first two always (both wrong here); off (0), only the last sample is rechecked and the candidate
+    passes."""
+    ev = _attack("version_oracle", tmp_path, replace(SETTINGS, recheck_share=share), WRONG_UP_TO=6)
+    if share:
+        assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
+        assert reward(ev, None, None) == -1
+    else:
+        assert ev.ok, ev.reason

@@ -27,6 +27,7 @@ FLOOR_ROUNDINGS = 4.0
 
 # Captured at import, before any candidate code runs, so a patched torch function cannot judge itself.
 _isnan, _isinf, _abs, _equal, _tensor_type = torch.isnan, torch.isinf, torch.abs, torch.equal, torch.Tensor
+_count_nonzero, _where, _dot = torch.count_nonzero, torch.where, torch.dot
 
 
 class Mismatch(Exception):
@@ -92,6 +93,12 @@ def _at(flat_index: int, shape: torch.Size) -> list[int]:
     return out[::-1]
 
 
+def _squares(x: torch.Tensor) -> float:
+    """The sum of x's squares (a float64 vector): a dot product, with no squared copy."""
+    flat = x.reshape(-1)
+    return float(_dot(flat, flat)) if flat.numel() else 0.0
+
+
 def fp64_rule(
     o: torch.Tensor, r: torch.Tensor, g: torch.Tensor, dtype: torch.dtype
 ) -> tuple[bool, float, float]:
@@ -102,12 +109,15 @@ def fp64_rule(
     count = 0
     for start in _spans(gf.numel()):
         part = gf[start : start + CHUNK]
-        where = ~(_isnan(part) | _isinf(part))
-        good = part[where]
-        err_sq += float((of[start : start + CHUNK].double()[where] - good).square().sum())
-        ref_sq += float((rf[start : start + CHUNK].double()[where] - good).square().sum())
-        g_sq += float(good.square().sum())
-        count += int(where.sum())
+        o_part, r_part = of[start : start + CHUNK], rf[start : start + CHUNK]
+        if part.numel() and math.isfinite(float(_abs(part).max())):  # the common case: no mask to gather by
+            good, count = part, count + part.numel()
+        else:
+            where = ~(_isnan(part) | _isinf(part))
+            good, o_part, r_part, count = part[where], o_part[where], r_part[where], count + int(where.sum())
+        err_sq += _squares(o_part.double() - good)  # out of place: o.double() is o itself when float64
+        ref_sq += _squares(r_part.double() - good)
+        g_sq += _squares(good)
     err, ref_err, scale = (math.sqrt(x / count) if count else 0.0 for x in (err_sq, ref_sq, g_sq))
     multiplier = GOLDEN_MULTIPLIER_TINY if g.numel() <= TINY_NUMEL else GOLDEN_MULTIPLIER
     floor = FLOOR_ROUNDINGS * torch.finfo(dtype).eps * scale
@@ -170,30 +180,15 @@ def compare(
         # pass below took ~3 s per 16M-element output on one CPU core. (NaN is never equal: it goes below.)
         exact = _equal(of, rf)
         for start in _spans(0 if exact else rf.numel()):
-            o64, r64 = of[start : start + CHUNK].double(), rf[start : start + CHUNK].double()
-            ref_bad = _isnan(r64) | _isinf(r64)
-            out_bad = _isnan(o64) | _isinf(o64)
-            new_bad = out_bad & ~ref_bad
-            if bool(new_bad.any()):
-                first = _at(start + int(new_bad.nonzero()[0]), o.shape)
-                raise Mismatch(f"{tag}NaN/Inf where the reference has none, first at {first}")
-            same_special = (o64[ref_bad] == r64[ref_bad]) | (_isnan(o64[ref_bad]) & _isnan(r64[ref_bad]))
-            if not bool(same_special.all()):
-                raise Mismatch(f"{tag}differs where the reference is NaN/Inf")
-            finite = ~ref_bad
-            diff = _abs(o64 - r64)
-            diff[ref_bad] = 0.0
-            over = (diff > a + rt * _abs(r64)) & finite
-            found = int(over.sum())
+            o_part, r_part = of[start : start + CHUNK], rf[start : start + CHUNK]
+            counted = _finite_chunk(o_part, r_part, a, rt) or _special_chunk(
+                o_part, r_part, a, rt, o.shape, start, tag
+            )
+            found, chunk_first, chunk_abs, chunk_rel = counted
             if found and first_over < 0:
-                first_over = start + int(over.nonzero()[0])
+                first_over = start + chunk_first
             over_count += found
-            if diff.numel():
-                max_abs = max(max_abs, float(diff.max()))
-            nonzero = finite & (_abs(r64) > 0)
-            if bool(nonzero.any()):
-                max_rel = max(max_rel, float((diff[nonzero] / _abs(r64[nonzero]).clamp_min(1e-30)).max()))
-            del o64, r64, diff, over, ref_bad, out_bad, finite, nonzero
+            max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
         this = Error(max_abs, max_rel)
         rejected = over_count > 0
         note = ""
@@ -220,6 +215,55 @@ def compare(
     return worst
 
 
+def _finite_chunk(
+    o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
+) -> tuple[int, int, float, float] | None:
+    """Elements over the tolerance (and the first), the largest absolute and relative errors, in float64, of a
+    chunk where both sides are finite (None where either holds NaN or Inf): in-place arithmetic with no masked
+    gathers, twice as fast as _special_chunk on one CPU core (a torch.compile baseline's rounding sent every
+    chunk of a 6.4 GB output there)."""
+    diff = (o.double() - r).abs_()  # not o.double().sub_(): that is o itself when o is float64 already
+    size = _abs(r).double()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    largest = float(size.max()) if size.numel() else 0.0
+    if not (math.isfinite(max_abs) and math.isfinite(largest)):  # NaN propagates through max, Inf stays Inf
+        return None
+    over = diff > size * rtol + atol
+    found = int(_count_nonzero(over))
+    first = int(over.nonzero()[0]) if found else -1
+    rel = _where(size > 0, diff.div_(size.clamp_min_(1e-30)), 0.0)
+    return found, first, max_abs, float(rel.max()) if rel.numel() else 0.0
+
+
+def _special_chunk(
+    o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, shape: torch.Size, start: int, tag: str
+) -> tuple[int, int, float, float]:
+    """As _finite_chunk where either side holds NaN or Inf: an output must have them where the reference does,
+    and only there; the finite elements are compared as before."""
+    o64, r64 = o.double(), r.double()
+    ref_bad = _isnan(r64) | _isinf(r64)
+    new_bad = (_isnan(o64) | _isinf(o64)) & ~ref_bad
+    if bool(new_bad.any()):
+        raise Mismatch(
+            f"{tag}NaN/Inf where the reference has none, first at {_at(start + int(new_bad.nonzero()[0]), shape)}"
+        )
+    same_special = (o64[ref_bad] == r64[ref_bad]) | (_isnan(o64[ref_bad]) & _isnan(r64[ref_bad]))
+    if not bool(same_special.all()):
+        raise Mismatch(f"{tag}differs where the reference is NaN/Inf")
+    finite = ~ref_bad
+    diff = _abs(o64 - r64)
+    diff[ref_bad] = 0.0
+    over = (diff > atol + rtol * _abs(r64)) & finite
+    found = int(over.sum())
+    first = int(over.nonzero()[0]) if found else -1
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    nonzero = finite & (_abs(r64) > 0)
+    max_rel = (
+        float((diff[nonzero] / _abs(r64[nonzero]).clamp_min(1e-30)).max()) if bool(nonzero.any()) else 0.0
+    )
+    return found, first, max_abs, max_rel
+
+
 class MismatchWithError(Mismatch):
     def __init__(self, message: str, error: Error) -> None:
         super().__init__(message)
@@ -234,8 +278,9 @@ def _rms(x: torch.Tensor, y: torch.Tensor | None = None) -> float:
         part = xf[start : start + CHUNK].double()
         if yf is not None:
             part = part - yf[start : start + CHUNK].double()
-        part = part[~(_isnan(part) | _isinf(part))]
-        total, count = total + float(part.square().sum()), count + part.numel()
+        if not math.isfinite(float(_abs(part).max())):  # NaN or Inf somewhere: gather the rest
+            part = part[~(_isnan(part) | _isinf(part))]
+        total, count = total + _squares(part), count + part.numel()
     return math.sqrt(total / count) if count else 0.0
 
 
