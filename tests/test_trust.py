@@ -830,8 +830,14 @@ def test_a_native_hook_of_the_workers_reads_is_refused_by_the_static_check() -> 
 def test_a_native_hook_of_the_workers_reads_earns_nothing_at_run_time(tmp_path: Path) -> None:
     """The same candidate with the static check off: Python's guards cannot see a hook below Python. Strict:
     once the outputs are committed inside the judge's clock, this passes and the xfail must go."""
+    import sysconfig
+
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("a statically linked interpreter has no libpython GOT slot to hook")
     settings = replace(SETTINGS, cache_dir=tmp_path / "caches", timeout_s=300)
     ev = evaluate(MATMUL, "candidate", settings, candidate=str(TRUST / "got_readv.py"), static_check=False)
+    if ev.status == "build_error":
+        pytest.skip(f"the extension did not build here: {ev.reason[:200]}")
     assert reward(ev, None, None) == -1, ev
 
 
@@ -840,9 +846,9 @@ def test_samples_rechecked_at_random_catch_wrong_answers_the_last_ones_hide(
     share: float, tmp_path: Path
 ) -> None:
     """Attacker round 12: wrong on the first samples' timed calls (told apart by their inputs' version
-    counters), right on the last. The judge now rechecks the i-th recorded sample with a chance of 2 / i, so
-    the first two always (both wrong here); off (0), only the last sample is rechecked and the candidate
-    passes."""
+    counters), right on the last. The judge now rechecks the i-th sample with a chance of share / i (1.5 by
+    default), so with 2 the first two always (both wrong here); off (0), only the last sample is rechecked
+    and the candidate passes."""
     ev = _attack("version_oracle", tmp_path, replace(SETTINGS, recheck_share=share), WRONG_UP_TO=6)
     if share:
         assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev

@@ -442,8 +442,8 @@ NATIVE_PATTERNS: tuple[tuple[str, str, str], ...] = (
     (
         # Rewriting a loaded library (a GOT slot made writable) hooks the harness's own calls below Python:
         # attacker round 12 computed deferred outputs inside the worker's read of the judge's next command.
-        r"\b(?:mprotect|pkey_mprotect|dl_iterate_phdr|dlsym|dlvsym|dlopen|dladdr1?|dlinfo|syscall)\s*\("
-        r"|\blink_map\b|_r_debug\b|/proc/self/",
+        # Not dlopen/dlsym: honest kernels load driver entry points so (cuTensorMapEncodeTiled).
+        r"\b(?:mprotect|pkey_mprotect|dl_iterate_phdr|syscall)\s*\(|\blink_map\b|\b_r_debug\b|\b_DYNAMIC\b",
         "native-patch",
         "native code changes memory protection, walks the loaded libraries or calls the kernel directly "
         "(it could rewrite the harness's own calls)",

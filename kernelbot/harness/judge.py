@@ -66,11 +66,12 @@ FRESH_NOTE = "inputs drawn afresh each sample (reordering them leaves the output
 # taken again with calls the judge chooses (Judge.time).
 SHORT_SAMPLE = 0.5
 REFRESH_EVERY = 16  # the judge's own refresh, past the first FLOOR_SAMPLES samples (see Judge.time)
-# A candidate's i-th recorded sample is rechecked right after it with a chance of RECHECK_SHARE / i (one set's
-# outputs, the set drawn then), besides the last sample's recheck: about 2 ln(n) rechecks in n samples, and a
-# candidate wrong on most samples but right on the last (it can tell timed calls by their inputs' version
-# counters, attacker round 12) is caught at least three times in four, wherever its wrong samples lie.
-RECHECK_SHARE = 2.0
+# Besides the last sample's recheck, a candidate's sample is rechecked right after it, every set, with a
+# chance of RECHECK_SHARE / i, i counting the samples this process has timed (past each warm-up, not those
+# the subject calls descheduled, which it could claim to push i up): about 1.5 ln(n) rechecks in n samples.
+# A candidate can tell timed calls from checked ones (its inputs' version counters, attacker round 12) and
+# be wrong on every sample but the last; wrong on the later half, it now escapes about one time in three.
+RECHECK_SHARE = 1.5
 # What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
 # finds its faults itself, so a subject that claims one is a candidate blaming the operator.
 SUBJECT_STATUSES = frozenset({"crashed", "build_error", "incorrect", "rejected"})
@@ -155,6 +156,7 @@ class Judge:
         self.device = "cpu"
         self.op: Operator | None = None
         self.candidate = False  # set by load()
+        self._plain_samples = 0  # the samples timed so far, for the chance of a random recheck (_time)
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
         self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
@@ -533,13 +535,17 @@ class Judge:
             claimed = answer.get("ms_total")
             if not isinstance(claimed, float | int) or not math.isfinite(claimed) or claimed < 0:
                 raise Failure("rejected", "anti-hack check: the subject process reported an impossible time")
-            recorded = len(sent) - timing.WARMUP_SAMPLES  # this sample's place among the recorded ones
-            if recorded >= 1 and secrets.randbelow(1 << 20) < share / recorded * (1 << 20):
-                # after the sample's window: the subject learns that this sample is rechecked only now
-                if given_seed != seed:
-                    own_refresh(seed)
-                with self.spend("time: recheck"):
-                    self._recheck(given, pick=secrets.randbelow(len(given)))
+            if share and len(sent) > timing.WARMUP_SAMPLES:
+                if answer.get("descheduled") is not True:
+                    self._plain_samples += 1
+                if secrets.randbelow(1 << 20) < share / max(1, self._plain_samples) * (1 << 20):
+                    # after the sample's window: the subject learns that this sample is rechecked only now
+                    if given_seed != seed:
+                        own_refresh(seed)
+                    with self.spend("time: recheck"):
+                        self._recheck(given)
+                    if self.device == "cuda":
+                        torch.cuda.empty_cache()  # the reference's blocks, before the subject's next sample
             return timing.Sample(
                 float(claimed) / calls,
                 descheduled=answer.get("descheduled") is True,
@@ -624,14 +630,11 @@ class Judge:
             torch.cuda.synchronize()
         return (_ns() - t0) / 1e6
 
-    def _recheck(self, masters: list[list[Any]], pick: int | None = None) -> None:
+    def _recheck(self, masters: list[list[Any]]) -> None:
         """What the timed calls returned, against the reference on the inputs they were given, by the check's
-        own rule (an output the elementwise rule rejects may pass by the float64 one, as in the check); of
-        every set, or of the set `pick` alone."""
-        if pick is not None:
-            masters = [masters[pick]]
-        asked = self.post({"cmd": "outputs"} if pick is None else {"cmd": "outputs", "set": pick})
-        refs = [self._reference(values) for values in masters]  # computed while the subject copies
+        own rule (an output the elementwise rule rejects may pass by the float64 one, as in the check)."""
+        asked = self.post({"cmd": "outputs"})  # sent while the references are computed
+        refs = [self._reference(values) for values in masters]
         flat = [t for r in refs for t in compare.flatten(r, "the reference")]
         answer, tensors = self.collect(asked, self._budget(flat, 1))
         described = answer.get("outputs")

@@ -262,20 +262,14 @@ class Subject:
             "hidden": self.timer.last_hidden,
         }
 
-    def last_outputs(self, into: link.Outgoing, pick: Any = None) -> list[Any]:
-        """The last sample's outputs, of every set or of the set `pick` alone (the judge's random recheck)."""
-        outputs = self.outputs
-        if pick is not None:
-            if type(pick) is not int or not 0 <= pick < len(outputs):
-                raise Failure("crashed", f"bad output set {pick!r}")
-            outputs = [outputs[pick]]
+    def last_outputs(self, into: link.Outgoing) -> list[Any]:
         held = _hold()  # copied first, then guarded (run())
         try:
             # Guarded before the copy too: a value the timed calls left in a watched namespace would otherwise
             # run as the copy reads it and put itself back before the guard after it (attacker round 12).
             self.guard()
             # every set was called (calls >= sets): None here is what the subject returned
-            described = [_describe(out, into) for out in outputs]
+            described = [_describe(out, into) for out in self.outputs]
             self.guard()
         finally:
             _release(held)
@@ -353,7 +347,7 @@ def main() -> None:
             elif kind == "go":
                 answer = {"ok": True, **subject.go()}
             elif kind == "outputs":
-                answer = {"ok": True, "outputs": subject.last_outputs(outgoing, cmd.get("set"))}
+                answer = {"ok": True, "outputs": subject.last_outputs(outgoing)}
             elif kind == "quit":
                 link.send(to_judge, {"ok": True, "n": cmd.get("n")})
                 return
