@@ -3,7 +3,7 @@
 (compare._special_chunk, which every chunk of an output off by rounding took before), on the same data, in
 one run on this machine (a ratio; absolute times are the box's). Also the float64 rule over the output.
 
-    python3 benchmarks/compare_speed.py [--mib 256] [--repeat 3] [--threads 1]
+    python3 -m benchmarks.compare_speed [--mib 256] [--repeat 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from benchmarks.benchlib import environment
 from kernelbot.harness import compare
 
 
@@ -52,7 +53,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "torch": torch.__version__,
+                "environment": environment("cpu"),
                 "threads": args.threads,
                 "elements": n,
                 "finite_path_s": round(finite_s, 3),

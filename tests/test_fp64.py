@@ -171,24 +171,39 @@ def test_the_comparison_a_chunk_at_a_time_says_what_the_whole_tensor_says(
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_the_fast_path_for_finite_chunks_counts_what_the_special_value_path_counts(
-    dtype: torch.dtype,
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Chunks where both sides are finite skip the NaN/Inf masks (a compile baseline's rounding sent every
-    # chunk through them: 72 s of a 140 s check on the CPU); both paths must agree on every figure, and
-    # neither may touch the output it reads (o.double() is o itself in float64).
+    # chunk through them: 72 s of a 140 s check on the CPU). Chunks with and without special values must give
+    # the figures a plain float64 computation over the whole tensor gives, and neither path may touch the
+    # output it reads (o.double() is o itself in float64).
+    monkeypatch.setattr(compare, "CHUNK", 500)
     gen = torch.Generator().manual_seed(5)
     ref = torch.randn(4000, generator=gen).to(dtype)
     ref[::9] = 0
+    ref[1234], ref[3001] = float("nan"), float("-inf")  # two chunks through the special-value path
     out = (ref.double() + 3e-4 * torch.randn(4000, generator=gen, dtype=torch.float64)).to(dtype)
+    out[1234], out[3001] = float("nan"), float("-inf")
     kept = out.clone()
-    fast = compare._finite_chunk(out, ref, 1e-4, 1e-4)
-    slow = compare._special_chunk(out, ref, 1e-4, 1e-4, out.shape, 0, "")
-    assert fast is not None and fast[:2] == slow[:2] and fast[0] > 0
-    assert fast[2:] == pytest.approx(slow[2:], rel=1e-12)
-    assert torch.equal(out, kept)
-    inf = out.clone()
+    special = torch.isnan(ref) | torch.isinf(ref)
+    o64, r64 = out.double().masked_fill(special, 0), ref.double().masked_fill(special, 0)
+    diff = (o64 - r64).abs()
+    over = diff > 1e-4 + 1e-4 * r64.abs()
+    nonzero = r64 != 0
+    with pytest.raises(compare.MismatchWithError) as raised:
+        compare.compare(out, ref, 1e-4, 1e-4)
+    first = int(over.nonzero()[0])
+    assert f"{int(over.sum())} of 4000 elements" in str(raised.value) and f"first at [{first}]" in str(
+        raised.value
+    )
+    assert raised.value.error.max_abs == pytest.approx(float(diff.max()), rel=1e-12)
+    assert raised.value.error.max_rel == pytest.approx(
+        float((diff[nonzero] / r64.abs()[nonzero]).max()), rel=1e-12
+    )
+    assert torch.equal(out.nan_to_num(), kept.nan_to_num())
+    inf = out[:500].clone()
     inf[17] = float("inf")
-    assert compare._finite_chunk(inf, ref, 1e-4, 1e-4) is None  # left to the path that says where
+    assert compare._finite_chunk(inf, ref[:500], 1e-4, 1e-4) is None  # left to the path that says where
 
 
 def _long_sums(terms: torch.Tensor, order: torch.Tensor) -> torch.Tensor:

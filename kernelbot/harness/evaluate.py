@@ -23,9 +23,7 @@ class Settings:
     max_samples: int = 200
     target_rse: float = 0.005
     time_budget_s: float = 5.0
-    recheck_share: float | None = (
-        None  # a candidate's samples rechecked at random (judge.RECHECK_SHARE); 0: off
-    )
+    recheck_share: float | None = None  # a candidate's random rechecks; None: judge.RECHECK_SHARE, 0: off
     memory_limit_mb: int = 16384
     cache_dir: Path | None = None  # torch.compile / Triton caches, per fingerprint
     sandbox: str = (
@@ -139,11 +137,7 @@ class Handle:
                 "max_samples": max_samples,
                 "target_rse": self.settings.target_rse,
                 "budget_s": budget_s,
-                **(
-                    {}
-                    if self.settings.recheck_share is None
-                    else {"recheck_share": self.settings.recheck_share}
-                ),
+                "recheck_share": self.settings.recheck_share,
                 "calls": self.calls,
                 "graph": self.graph,
                 "seed": secrets.randbelow(2**31 - 1),

@@ -504,7 +504,9 @@ class Judge:
             given_seed = seed
             return ms
 
-        share = max(0.0, float(cmd.get("recheck_share", RECHECK_SHARE))) if self.candidate else 0.0
+        asked_share = cmd.get("recheck_share")
+        share = RECHECK_SHARE if asked_share is None else max(0.0, float(asked_share))
+        share = share if self.candidate else 0.0
 
         def take() -> timing.Sample:
             seed = secrets.randbits(62)
