@@ -498,11 +498,12 @@ def test_work_in_the_encoding_of_the_workers_answers_is_rejected_and_earns_nothi
 def test_work_in_the_audit_hooks_class_as_outputs_are_copied_is_rejected(tmp_path: Path) -> None:
     """Attacker round 10 (reward 3 with the static check on): audit.Hook.__call__, replaced through torch's
     importer by a name built from bytes, filled each output when the worker's copy raised an audited event.
-    The hook is now the method bound at start, its class is watched, and the importer is named."""
+    The hook has no class since round 13 (a closure no subject reaches), and the importer is named: what the
+    timed calls returned is what is checked."""
     found = scan((TRUST / "audit_hook_call.py").read_text())
     assert any("_import_dotted_name" in f.message for f in found), found
     ev = _attack("audit_hook_call", tmp_path)
-    assert ev.status == "rejected" and "kernelbot.harness.audit.Hook.__call__ was replaced" in ev.reason, ev
+    assert ev.status == "incorrect", ev  # its calls return empty tensors, the first check's included
     assert reward(ev, None, None) == -1
 
 
@@ -650,18 +651,15 @@ def test_kernelbot_inside_the_tree_under_test_is_still_the_harness() -> None:
     from kernelbot.harness import audit
 
     package = jail.PACKAGE_DIR
-    hook = audit.Hook([str(package.parent)])
-    assert hook._kind(str(package / "harness" / "guards.py")) == "trusted"
-    assert hook._kind(str(package.parent / "benchmarks" / "realsize" / "01_gemm_4096.py")) == "untrusted"
-    inside = audit.Hook([str(package / "harness")])  # an operator tree inside the package stays untrusted
-    assert inside._kind(str(package / "harness" / "guards.py")) == "untrusted"
+    _, kind = audit.build([audit.places([str(package.parent)])], [])
+    assert kind(str(package / "harness" / "guards.py")) == "trusted"
+    assert kind(str(package.parent / "benchmarks" / "realsize" / "01_gemm_4096.py")) == "untrusted"
+    _, inside = audit.build([audit.places([str(package / "harness")])], [])  # an operator tree in the package
+    assert inside(str(package / "harness" / "guards.py")) == "untrusted"
     # Only kernelbot's package wins that way: an in-tree virtual environment is the tree's (a PR adds files).
-    venv = audit.Hook([str(package.parent)])
-    venv.trusted += (str(package.parent / ".venv" / "lib"),)
-    assert (
-        venv._kind(str(package.parent / ".venv" / "lib" / "python3" / "site-packages" / "x.py"))
-        == "untrusted"
-    )
+    venv = package.parent / ".venv" / "lib"
+    _, in_venv = audit.build([audit.places([str(package.parent)])], [], trusted=(str(venv) + "/",))
+    assert in_venv(str(venv / "python3" / "site-packages" / "x.py")) == "untrusted"
 
 
 def test_a_candidate_that_blinds_the_guards_process_counts_is_refused(tmp_path: Path) -> None:
@@ -814,6 +812,38 @@ def test_work_in_a_value_the_copy_of_the_outputs_reads_is_rejected(tmp_path: Pat
     ev = _attack("prot_read_or", tmp_path)
     assert ev.status == "rejected" and "mmap.PROT_READ was replaced" in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+def test_work_in_the_audit_hooks_own_state_is_not_possible(tmp_path: Path) -> None:
+    """Attacker round 13 (reward 3 with the static check on): the hook instance's `getframe`, replaced, wrote
+    the owed products when the guard's /proc reads raised audited events before the copy. The hook is now a
+    closure referenced from nowhere a subject reaches, so the candidate's stale outputs are what is checked;
+    the static check names unittest.mock's resolver."""
+    found = scan((TRUST / "hook_instance_getframe.py").read_text())
+    assert any("unittest.mock" in f.message for f in found), found
+    ev = _attack("hook_instance_getframe", tmp_path)
+    assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
+    """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
+    where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""
+    import dis
+    import types
+
+    from kernelbot.harness import audit
+
+    def nested(code: types.CodeType) -> list[types.CodeType]:
+        inner = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        return inner + [d for c in inner for d in nested(c)]
+
+    codes = nested(audit.build.__code__)
+    assert {c.co_name for c in codes} >= {"hook", "judge", "kind", "resolve", "caller_untrusted"}
+    for code in codes:
+        loads = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        assert not loads, (code.co_name, loads)
+    assert not hasattr(audit, "_installed")  # the hook itself is held by the interpreter alone
 
 
 def test_a_native_hook_of_the_workers_reads_is_refused_by_the_static_check() -> None:

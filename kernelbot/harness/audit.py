@@ -8,17 +8,27 @@ packages (torch, CuPy, Triton) and kernelbot may do what it needs (torch.compile
 compilers; load_inline runs the C++ compiler); code from any other file (the repository under test, the
 candidate, `/tmp`, strings given to exec) is refused with PermissionError.
 
+The hook runs on the harness's own events too (the guard's reads of /proc, the worker's copy), so nothing it
+does may run code a subject could have put in place: attacker round 10 replaced the hook's class's
+`__call__`, round 13 the hook instance's `getframe`, and each computed a sample's outputs inside the
+harness's own calls. So the hook is a closure over values bound when it is built (C functions, tuples of
+strings): its code reads no global and no builtin name (tests/test_trust.py reads its bytecode), and it is
+referenced from nowhere a subject can reach (only the interpreter's list of hooks holds it: Python lets
+anyone rewrite a closure's cells through `__closure__`, which raises no audit event, so being unreachable
+is what keeps them).
+
 This is one layer of several (docs/security.md): native code (a C++ extension the candidate builds) is not
 seen by it; the OS sandbox, the judge's separate process and its own clock hold whatever happens here.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import sysconfig
 import threading
+import types
+from collections.abc import Callable
 from typing import Any
 
 # Events refused to untrusted callers. Frames are the way to the harness's objects; gc hands out every
@@ -46,10 +56,7 @@ _REFUSED_PREFIXES = (
     "ctypes.call_function", "ctypes.set_errno", "ctypes.get_errno", "os.ptrace",
 )  # fmt: skip
 _PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir"})
-_SETATTR_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
-
 _IMPORT_STEPS = frozenset({"_load_unlocked", "_find_and_load_unlocked", "exec_module"})
-_state = threading.local()
 
 
 def _dirs(paths: set[str]) -> tuple[str, ...]:
@@ -84,18 +91,104 @@ def _generated_dirs() -> tuple[str, ...]:
     return _dirs(dirs)
 
 
-class Hook:
-    def __init__(self, untrusted: list[str]) -> None:
-        self.generated = _generated_dirs()
-        self.stdlib = _stdlib_dirs()
-        self.trusted = _trusted_dirs()
-        self.package = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
-        # The operator's and candidate's own locations win over a trusted prefix they may sit under.
-        self.untrusted = tuple(os.path.join(os.path.realpath(p), "") for p in untrusted)
-        self.getframe = sys._getframe
-        self.refusals: list[str] = []
+def places(paths: list[str]) -> tuple[str, ...]:
+    """Untrusted locations as the hook compares them: real paths, each ending in a separator."""
+    return tuple(os.path.join(os.path.realpath(p), "") for p in paths)
 
-    def _caller_untrusted(self) -> str | None:
+
+def build(
+    box: list[tuple[str, ...]], refusals: list[str], *, trusted: tuple[str, ...] = ()
+) -> tuple[Callable[[str, tuple[Any, ...]], None], Callable[[str], str]]:
+    """The hook, and its judgement of a file ("trusted", "untrusted", "generated", "skip": for tests).
+
+    `box[0]`: the untrusted locations (`places`), read at each event, so that a later install can add some.
+    `refusals`: what the hook refused, appended to. Both are the only state shared with the outside; a
+    subject that rewrites them can mark nothing trusted (a file outside the trusted folders is untrusted
+    whatever they hold) and can hide only a refusal it caught, not undo it."""
+    # Everything the hook calls, bound here as locals of this function (cells of the closures below).
+    getframe, getattr_, type_, len_, issubclass_ = sys._getframe, getattr, type, len, issubclass
+    str_t, tuple_t, bytes_t, int_t = str, tuple, bytes, int
+    starts, ends, split, join, decode = str.startswith, str.endswith, str.split, str.join, bytes.decode
+    open_fd, close_fd, readlink, getcwd = os.open, os.close, os.readlink, os.getcwd
+    o_path = os.O_PATH | os.O_CLOEXEC
+    errors = (OSError, ValueError, TypeError)
+    permission_error, function_t, module_t = PermissionError, types.FunctionType, types.ModuleType
+    class_dict = type.__dict__["__dict__"].__get__  # a class's own namespace, whatever its metaclass says
+    module_dict = types.ModuleType.__dict__["__dict__"].__get__
+    code_of = types.FunctionType.__dict__["__code__"].__get__
+    name_of = type.__dict__["__name__"].__get__
+    modules = sys.modules
+    append = refusals.append
+    refused, refused_prefixes, path_events, import_steps = (
+        _REFUSED,
+        _REFUSED_PREFIXES,
+        _PATH_EVENTS,
+        _IMPORT_STEPS,
+    )
+    generated_dirs, stdlib, trusted_dirs = _generated_dirs(), _stdlib_dirs(), _trusted_dirs() + trusted
+    package = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
+    first = box[0]
+    state = threading.local()  # busy: the hook's own work raises events too (frame reads, the open below)
+    kinds: dict[str, str] = {}
+    seen = [first]  # the untrusted locations `kinds` was filled for
+
+    def lexical(path: str) -> str:
+        """os.path.normpath(os.path.join(cwd, path)) from str's methods alone (posixpath is patchable)."""
+        if not starts(path, "/"):
+            path = getcwd() + "/" + path
+        parts: list[str] = []
+        for part in split(path, "/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part and part != ".":
+                parts.append(part)
+        return "/" + join("/", parts)
+
+    def resolve(path: str) -> str:
+        """os.path.realpath from C calls: the kernel's own name of the file, where it can be opened."""
+        try:
+            fd = open_fd(path, o_path)
+        except errors:
+            return lexical(path)
+        try:
+            return readlink("/proc/self/fd/" + str_t(fd))
+        except errors:
+            return lexical(path)
+        finally:
+            close_fd(fd)
+
+    def kind(filename: str) -> str:
+        current = box[0] if box else first
+        if type_(current) is not tuple_t:
+            current = first
+        if current is not seen[0]:
+            kinds.clear()
+            seen[0] = current
+        if type_(filename) is not str_t:
+            return "untrusted"
+        known = kinds.get(filename)
+        if known is not None:
+            return known
+        real = resolve(filename)
+        longest = -1
+        for place in current:
+            if type_(place) is str_t and starts(real, place) and len_(place) > longest:
+                longest = len_(place)
+        if starts(real, generated_dirs):
+            found = "generated"
+        elif longest >= 0:
+            # kernelbot's own package inside the tree under test (kernelbot measuring its own benchmarks from
+            # its checkout) is still the harness. Only it: an in-tree .venv's site-packages stays the tree's.
+            found = "trusted" if starts(real, package) and len_(package) > longest else "untrusted"
+        elif starts(real, trusted_dirs):
+            found = "trusted"
+        else:
+            found = "skip" if starts(real, stdlib) else "untrusted"
+        kinds[filename] = found
+        return found
+
+    def caller_untrusted() -> str | None:
         """The file of the first frame that is neither the standard library nor generated code, when it is
         not trusted code.
 
@@ -103,112 +196,105 @@ class Hook:
         (`_load_unlocked`) allows the import's own steps: running a module's code is then judged by that
         module's own frames. Code with a made-up name ('<eval_with_key>', torch's generated modules) is
         skipped too: whoever called it decides, so wrapping a call in generated code gains nothing."""
-        frame: Any = self.getframe(2)
-        generated = False  # a module from a writable cache ran: an import step then does not vouch for it
+        frame: Any = getframe(3)  # past this function, judge and the hook
+        made = False  # a module from a writable cache ran: an import step then does not vouch for it
         while frame is not None:
             code = frame.f_code
             name = code.co_filename
-            if name.startswith("<"):
-                if name.startswith("<frozen importlib") and code.co_name in _IMPORT_STEPS and not generated:
+            if starts(name, "<"):
+                if starts(name, "<frozen importlib") and code.co_name in import_steps and not made:
                     return None
             else:
-                kind = self._kind(name)
-                if kind == "generated":
-                    generated = True
-                elif kind != "skip":
-                    return name if kind == "untrusted" else None
+                found = kind(name)
+                if found == "generated":
+                    made = True
+                elif found != "skip":
+                    return name if found == "untrusted" else None
             frame = frame.f_back
         return None
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one hook a process, alive as long as the process)
-    def _kind(self, filename: str) -> str:
-        real = os.path.realpath(filename)
-        if real.startswith(self.generated):
-            return "generated"
-        untrusted = max((len(p) for p in self.untrusted if real.startswith(p)), default=-1)
-        if untrusted >= 0:
-            # kernelbot's own package inside the tree under test (kernelbot measuring its own benchmarks from
-            # its checkout) is still the harness. Only it: an in-tree .venv's site-packages stays the tree's
-            # (a PR could add files there).
-            return (
-                "trusted" if real.startswith(self.package) and len(self.package) > untrusted else "untrusted"
-            )
-        if real.startswith(self.trusted):
-            return "trusted"
-        return "skip" if real.startswith(self.stdlib) else "untrusted"
+    def own(obj: Any) -> bool:
+        """A class or function the untrusted code defined itself may be changed by it (its own state)."""
+        if type_(obj) is function_t:
+            return kind(code_of(obj).co_filename) == "untrusted"
+        name = class_dict(obj).get("__module__")
+        module = modules.get(name) if type_(name) is str_t else None
+        where = module_dict(module).get("__file__") if type_(module) is module_t else None
+        return type_(where) is str_t and kind(where) == "untrusted"
 
-    def _forged(self, path: str) -> bool:
-        """Bytecode read from outside the read-only trees: a .pyc there may carry any file name (torch's), and
-        the frames it makes would pass for trusted ones. Refused, the import machinery compiles the source."""
-        return path.endswith(".pyc") and not os.path.realpath(path).startswith(self.stdlib + self.trusted)
+    def short(args: tuple[Any, ...]) -> str:
+        shown = []
+        for arg in args:
+            shown.append(arg.__repr__() if type_(arg) in (str_t, int_t, bytes_t) else name_of(type_(arg)))
+        return join(", ", shown)[:80]
 
-    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
-        if getattr(_state, "busy", False):
-            return
-        if event == "open" and args and isinstance(args[0], str) and self._forged(args[0]):
-            raise PermissionError(f"kernelbot sandbox: open({args[0]!r}) would load code under a false name")
-        watched = event in _REFUSED or event.startswith(_REFUSED_PREFIXES)
-        if not watched and event in _PATH_EVENTS:
-            path = os.fsdecode(args[0]) if args and isinstance(args[0], str | bytes) else ""
-            # Relative paths and '//proc' count as what they name (a dir_fd-relative open stays the jail's).
-            path = "/" + os.path.normpath(os.path.join(os.getcwd(), path)).lstrip("/") if path else ""
-            watched = path.startswith("/proc") and not path.startswith(("/proc/self/stat", "/proc/cpuinfo"))
-        if not watched and event in _SETATTR_EVENTS:
-            watched = isinstance(args[0], type) and not self._own_type(args[0])
+    def judge(event: str, args: tuple[Any, ...]) -> tuple[str | None, str] | None:
+        """(what is refused, to record as a refusal, or None; why) or None."""
+        arg = args[0] if args else None
+        if type_(arg) is bytes_t:
+            arg = decode(arg, "utf-8", "surrogateescape")
+        # Bytecode read from outside the read-only trees may carry any file name (torch's): the frames it makes
+        # would pass for trusted ones. Refused, not recorded: the import machinery then compiles the source.
+        pyc = event == "open" and type_(arg) is str_t and ends(arg, ".pyc")
+        if pyc and not starts(resolve(arg), stdlib + trusted_dirs):
+            return None, f"open({arg[:80]!r}) would load code under a false name"
+        watched = event in refused or starts(event, refused_prefixes)
+        if not watched and event in path_events:
+            if type_(arg) is str_t:
+                # Relative paths and '//proc' count as what they name (a dir_fd-relative open stays the jail's).
+                path = lexical(arg)
+                watched = starts(path, "/proc") and not starts(path, ("/proc/self/stat", "/proc/cpuinfo"))
+            else:  # a path object (its __fspath__ is the caller's): whoever passed it decides
+                watched = arg is not None and type_(arg) is not int_t
+        if not watched and (event == "object.__setattr__" or event == "object.__delattr__"):
+            # Setting a class's attribute, or a function's code or defaults (which Python audits).
+            watched = (type_(arg) is function_t or issubclass_(type_(arg), type_)) and not own(arg)
         if not watched:
+            return None
+        who = caller_untrusted()
+        if who is None:
+            return None
+        what = f"{event}({short(args)})"
+        return f"{what} from {split(who, '/')[-1]}", f"{what} is not allowed in operator or candidate code"
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if getattr_(state, "busy", False) or type_(event) is not str_t or type_(args) is not tuple_t:
             return
-        _state.busy = True
+        state.busy = True
         try:
-            who = self._caller_untrusted()
+            found = judge(event, args)
         finally:
-            _state.busy = False
-        if who is not None:
-            what = f"{event}({_short(args)})"
-            self.refusals.append(f"{what} from {os.path.basename(who)}")
-            raise PermissionError(f"kernelbot sandbox: {what} is not allowed in operator or candidate code")
+            state.busy = False
+        if found is not None:
+            if found[0] is not None:
+                append(found[0])
+            raise permission_error(f"kernelbot sandbox: {found[1]}")
 
-    def _own_type(self, cls: type) -> bool:
-        """A class the untrusted code defined itself may be changed by it (its own state, not ours)."""
-        module = sys.modules.get(getattr(cls, "__module__", "") or "")
-        where = getattr(module, "__file__", None) or ""
-        return bool(where) and os.path.realpath(where).startswith(self.untrusted)
-
-
-def _short(args: tuple[Any, ...]) -> str:
-    try:
-        text = ", ".join(repr(a) if isinstance(a, str | int | bytes) else type(a).__name__ for a in args)
-    except Exception:
-        text = "..."
-    return text[:80]
+    return hook, kind
 
 
 def locations(job: dict[str, Any]) -> list[str]:
     """Where a job's untrusted files live: the operator's tree and the candidate's folder."""
-    places = [job["root"]]
+    found = [job["root"]]
     if job.get("candidate"):
-        places.append(os.path.dirname(os.path.abspath(job["candidate"])))
-    return places
+        found.append(os.path.dirname(os.path.abspath(job["candidate"])))
+    return found
 
 
-_installed: Hook | None = None
+_box: list[tuple[str, ...]] = []
+_refusals: list[str] = []
 
 
-def install(untrusted: list[str]) -> Hook:
+def install(untrusted: list[str]) -> None:
     """Install the hook once per process; later calls add locations to what counts as untrusted."""
-    global _installed
-    if _installed is None:
-        _installed = Hook(untrusted)
-        # The method bound now, not the instance: an instance is called through type(hook).__call__, looked up
-        # on the class at every audited event (attacker round 10 replaced it and computed outputs as the worker
-        # copied them). The class is a watched namespace besides.
-        sys.addaudithook(_installed.__call__)
+    if not _box:
+        _box.append(places(untrusted))
+        hook, _ = build(_box, _refusals)
+        sys.addaudithook(hook)  # held by the interpreter alone from here
     else:
-        extra = tuple(os.path.join(os.path.realpath(p), "") for p in untrusted)
-        _installed.untrusted = tuple(dict.fromkeys(_installed.untrusted + extra))
-        _installed._kind.cache_clear()
-    return _installed
+        _box[0] = tuple(dict.fromkeys(_box[0] + places(untrusted)))
 
 
 def refusal() -> str | None:
     """The first thing this process's hook refused, if any (caught or not by the code that tried it)."""
-    return _installed.refusals[0] if _installed is not None and _installed.refusals else None
+    return _refusals[0] if _refusals else None

@@ -213,6 +213,7 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "importlib",
             "pkgutil.resolve_name",  # a module by a name built at run time (attacker round 5: the harness's own)
             "pydoc.locate",
+            "unittest.mock",  # patch()'s target is a name resolved at run time (attacker round 13: the harness's)
             "runpy",
             "builtins",
             "__builtins__",

@@ -118,7 +118,7 @@ _HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__del__"}
 # Replaced by torch itself when torch.compile first runs (dynamo's mutation guard); construction and
 # unpickling are over for the reference before the candidate is imported, so they cannot change its result.
 # random._sha512: Python 3.13 imports it on the first seed from a string (an honest candidate's). sysconfig's
-# lazily filled variables are filled by audit.Hook's get_paths() before the snapshot.
+# lazily filled variables are filled by audit.build's get_paths() before the snapshot.
 _MAY_CHANGE = frozenset({"torch.nn.Module.__init__", "torch.nn.Module.__setstate__", "random._sha512"})
 
 
