@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from kernelbot.harness import link
+from kernelbot.harness import link, sealed
 from kernelbot.harness.protocol import read_exact, widen, write_frame
 
 
@@ -44,9 +44,9 @@ def _through_region(tensor: torch.Tensor, repeat: int) -> float:
     nbytes = tensor.numel() * tensor.element_size()
 
     def subject(fd: int) -> None:
-        outgoing = link.Outgoing(region)
-        outgoing.add(tensor)
-        link.send(fd, {"ok": True}, outgoing)
+        copy, _ = sealed.build(region, fd, -1)
+        _, specs, _ = copy([tensor], 0)
+        link.send(fd, {"ok": True}, specs)
 
     try:
         return _exchange(

@@ -9,14 +9,12 @@ through its immutable metatype: test_a_patched_ctypes_array_class_does_not_read_
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import types
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import torch
 
 from kernelbot.harness import guards, inputs, link, timing
@@ -69,20 +67,13 @@ def test_the_refresh_calls_only_watched_code() -> None:
     assert _unheld(lambda: inputs.refresh(sets, masters, 12345)) == set()
 
 
-def test_the_copy_of_the_outputs_and_the_answer_call_only_watched_code() -> None:
-    region = link.shared_region(16 << 20)
+def test_the_answer_calls_only_watched_code() -> None:
+    """A check's answer (the outputs' copy is sealed.py's, tested in tests/test_sealed.py)."""
     read, write = os.pipe()
     try:
-        x = torch.randn(300, 200)
-
-        def answer() -> None:
-            outgoing = link.Outgoing(region)
-            described = link.describe([x, (x.t(), 2.5), x[::2]], outgoing)
-            link.send(write, {"ok": True, "n": 1, "outputs": [described]}, outgoing)
-
-        assert _unheld(answer) == set()
+        assert _unheld(lambda: link.send(write, {"ok": True, "n": 1, "outputs": [[True, []]]}, [])) == set()
     finally:
-        for fd in (read, write, region):
+        for fd in (read, write):
             os.close(fd)
 
 
@@ -90,16 +81,6 @@ def test_a_timed_sample_calls_only_watched_code() -> None:
     timer = timing.Timer("cpu")
     sets = [[torch.randn(32, 32)], [torch.randn(32, 32)]]
     assert _unheld(lambda: timer.one_sample(torch.relu, sets, 4)) == set()
-
-
-def test_a_patched_ctypes_array_class_does_not_read_the_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Attacker round 11: from_address set on the ctypes array class of an output's length ran as the worker
-    copied it. The copy now calls the metatype's own from_address."""
-    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
-    array = ctypes.c_char * (x.numel() * x.element_size())
-    monkeypatch.setattr(array, "from_address", lambda ptr: bytes(48), raising=False)
-    raw = link._raw_bytes(x)
-    assert raw is not None and raw.tobytes() == x.numpy().tobytes()
 
 
 def test_the_guards_own_check_calls_only_watched_code() -> None:

@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbot.harness import link
+from kernelbot.harness import link, sealed
 
 
 def _send(fd: int, region: int, header: dict, tensors: list[torch.Tensor]) -> None:
     """The subject's side of one answer: each tensor into the region, then the header."""
-    outgoing = link.Outgoing(region)
-    for tensor in tensors:
-        outgoing.add(tensor)
-    link.send(fd, header, outgoing)
+    copy, _ = sealed.build(region, fd, -1)
+    _, specs, _ = copy([tuple(tensors)], 0)
+    link.send(fd, header, specs)
 
 
 def _cross(tensors: list[torch.Tensor], max_bytes: int = 1 << 30) -> tuple[dict, list[torch.Tensor]]:
@@ -84,7 +83,7 @@ def test_the_receivers_copy_is_its_own() -> None:
         by_read = torch.empty(first.numel() * 4, dtype=torch.uint8)
         link._read_region(region, by_read.numpy(), 0)
         by_window = torch.empty_like(by_read)
-        link._through_windows(region, 0, by_window, into_region=False)
+        link._from_windows(region, 0, by_window)
         _send(sink, region, {}, [torch.zeros(3000)])  # the subject rewrites the region afterwards
         assert torch.equal(by_read.view(torch.float32), first)
         assert torch.equal(by_window.view(torch.float32), first)
@@ -145,10 +144,10 @@ def test_outputs_of_a_failed_answer_are_freed_not_announced() -> None:
     region = link.shared_region(1 << 30)
     read_fd, write_fd = os.pipe()
     try:
-        outgoing = link.Outgoing(region)
-        outgoing.add(torch.randn(1 << 20))
-        outgoing.discard()
-        link.send(write_fd, {"ok": False, "status": "crashed"}, outgoing)
+        copy, _ = sealed.build(region, write_fd, read_fd)
+        copy([torch.randn(1 << 20)], 0)
+        link.free(region, os.fstat(region).st_size)  # what the worker does with a failed answer's outputs
+        link.send(write_fd, {"ok": False, "status": "crashed"})
         header, tensors = link.receive(read_fd, region, time.monotonic() + 60, 8 << 20)
         assert header["status"] == "crashed" and tensors == []
         assert os.fstat(region).st_blocks == 0

@@ -807,10 +807,10 @@ def test_the_guards_look_for_modes_through_functions_bound_before_any_candidate(
 def test_work_in_a_value_the_copy_of_the_outputs_reads_is_rejected(tmp_path: Path) -> None:
     """Attacker round 12 (reward 3 with the static check on): the timed calls returned empty tensors and left
     an int subclass in mmap.PROT_READ, whose __or__, run as the copy of the outputs read it, computed them and
-    put the int back before the guard after the copy. The copy now uses mmap's constants bound at import,
-    and the guard runs before the copy too."""
+    put the int back before the guard after the copy. The copy is sealed now (sealed.py: its constants
+    bound when it is built, no name looked up): the empty outputs are what the judge checks."""
     ev = _attack("prot_read_or", tmp_path)
-    assert ev.status == "rejected" and "mmap.PROT_READ was replaced" in ev.reason, ev
+    assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
     assert reward(ev, None, None) == -1
 
 

@@ -114,7 +114,7 @@ def build(
     errors = (OSError, ValueError, TypeError)
     permission_error, function_t, module_t = PermissionError, types.FunctionType, types.ModuleType
     class_dict = type.__dict__["__dict__"].__get__  # a class's own namespace, whatever its metaclass says
-    module_dict = types.ModuleType.__dict__["__dict__"].__get__
+    module_dict: Any = vars(types.ModuleType)["__dict__"].__get__
     code_of = types.FunctionType.__dict__["__code__"].__get__
     name_of = type.__dict__["__name__"].__get__
     modules = sys.modules
@@ -219,7 +219,7 @@ def build(
             return kind(code_of(obj).co_filename) == "untrusted"
         name = class_dict(obj).get("__module__")
         module = modules.get(name) if type_(name) is str_t else None
-        where = module_dict(module).get("__file__") if type_(module) is module_t else None
+        where: Any = module_dict(module).get("__file__") if type_(module) is module_t else None
         return type_(where) is str_t and kind(where) == "untrusted"
 
     def short(args: tuple[Any, ...]) -> str:
@@ -230,7 +230,7 @@ def build(
 
     def judge(event: str, args: tuple[Any, ...]) -> tuple[str | None, str] | None:
         """(what is refused, to record as a refusal, or None; why) or None."""
-        arg = args[0] if args else None
+        arg: Any = args[0] if args else None
         if type_(arg) is bytes_t:
             arg = decode(arg, "utf-8", "surrogateescape")
         # Bytecode read from outside the read-only trees may carry any file name (torch's): the frames it makes

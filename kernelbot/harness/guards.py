@@ -21,7 +21,9 @@ import torch.utils._contextlib
 
 from kernelbot.harness import compare, link, protocol, timing
 
-_threads = threading.enumerate  # bound before any subject code runs: the guard's own calls are not its
+# The interpreter's own list of threads, bound before any subject code runs: threading.enumerate reads
+# threading._active, a dict anyone can put an object into whose `ident` property runs in the guard's call.
+_thread_ids = sys._current_frames
 
 
 def _watched() -> dict[str, Callable[[], Any]]:
@@ -75,7 +77,6 @@ def _namespaces() -> dict[str, Any]:
         "kernelbot.harness.timing.Timer": timing.Timer,
         "kernelbot.harness.protocol": protocol,
         "kernelbot.harness.link": link,
-        "kernelbot.harness.link.Outgoing": link.Outgoing,
         "kernelbot.harness.guards": sys.modules[__name__],
         "kernelbot.harness.guards.Integrity": Integrity,
     }
@@ -97,7 +98,7 @@ def _namespaces() -> dict[str, Any]:
                     spaces.setdefault(f"{name}.{attr}", used)
     # Classes of other modules whose methods the subject process calls once untrusted code is loaded, looked
     # up on the class at call time (on Python 3.11 setting a class attribute raises no audit event): the
-    # refresh's random.Random (round 11), the capture fallback's contextlib.suppress, the guard's own threading.Thread (ident, name).
+    # refresh's random.Random (round 11), the capture fallback's contextlib.suppress, threading.Thread.
     for cls in (random.Random, contextlib.suppress, threading.Thread):
         spaces.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
     # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
@@ -130,11 +131,12 @@ def _rewrapped_by_torch(new: Any, old: Any) -> bool:
     closure are checked, not its name or __wrapped__, which anyone can set.
     """
     wrap = getattr(torch, "_disable_dynamo", None)
-    if wrap is None or not callable(new):
+    # Exact types first: a stand-in of the subject's could answer __code__ and __closure__ as it pleased.
+    if wrap is None or type(new) is not types.FunctionType:
         return False
-    cells = getattr(new, "__closure__", None) or ()
-    return getattr(new, "__code__", None) is getattr(wrap(old), "__code__", None) and any(
-        c.cell_contents is old for c in cells
+    cells = new.__closure__ or ()
+    return new.__code__ is getattr(wrap(old), "__code__", None) and any(
+        type(c) is types.CellType and c.cell_contents is old for c in cells
     )
 
 
@@ -173,9 +175,8 @@ def _aten_overrides() -> frozenset[str]:
 
 
 # The ATen operators the harness itself runs in the subject process once untrusted code is loaded: the refresh
-# (inputs.refresh, sparse matrices and renewed ones included), an output's copy through torch
-# (link.bytes_through_torch) and the arm step; tests/test_inputs.py traces the first two and checks that
-# this list covers them. The input factory's own are traced when a candidate is loaded (ops_run_by).
+# (inputs.refresh, sparse matrices and renewed ones included) and the arm step; tests/test_inputs.py traces the
+# first and checks that this list covers it (the outputs' copy holds its own: sealed.TORCH_PATH_OPS). The input factory's own are traced when a candidate is loaded (ops_run_by).
 HARNESS_OPS = (
     "aten::_local_scalar_dense", "aten::_unsafe_view", "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias",
     "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::lt.Scalar", "aten::rand.generator",
@@ -349,7 +350,7 @@ class Integrity:
         self._harness_kernels = _harness_kernels(self._ops)
         self._modes = _modes()
         self._flags = precision_flags()
-        self._threads = {t.ident for t in _threads()}
+        self._threads = set(_thread_ids())
         self._children = set(child_processes())
         # Taken before candidate code runs: a candidate that later puts a process beside this one (a
         # double fork, whose orphan no child list shows) must not turn the count below off.
@@ -410,9 +411,9 @@ class Integrity:
         for key, value in self._flags.items():
             if flags[key] != value:
                 found.append(f"precision flag {key} changed from {value} to {flags[key]}")
-        new_threads = [t.name for t in _threads() if t.ident not in self._threads and t.is_alive()]
+        new_threads = set(_thread_ids()) - self._threads
         if new_threads:
-            found.append(f"started threads that outlive the call: {', '.join(new_threads)}")
+            found.append(f"started threads that outlive the call ({len(new_threads)})")
         elif self._count_native and self._native is not None:
             tasks = native_threads()
             if tasks is None:

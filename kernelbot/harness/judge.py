@@ -573,6 +573,8 @@ class Judge:
             own_refresh(sent[-1])
         with self.spend("time: recheck"):
             self._recheck(given)  # the inputs the last sample's calls were given
+        with self.spend("time: guard"):
+            self.ask({"cmd": "guard"})  # once the outputs are the judge's: what the subject left in place
         clocks = [s.clock for s in samples.kept]
         counted = bound(clocks, TOLERANCE[self.device], GROSS[self.device])
         judged_ms = _median([c + o for c, o, _ in clocks])  # a sample by this process's clock
@@ -653,7 +655,10 @@ class Judge:
                 except link.LinkError as exc:
                     raise malformed(exc) from None
                 except compare.Mismatch as exc:
-                    raise Failure("incorrect", f"outputs of the timed calls are wrong: {exc}") from None
+                    wrong = Failure("incorrect", f"outputs of the timed calls are wrong: {exc}")
+                    # What the guard finds (a thread still computing, a replaced name) says why: raised instead.
+                    self.ask({"cmd": "guard"})
+                    raise wrong from None
         finally:
             self._model64 = None  # as after the check: a float64 copy of the weights is not kept
 

@@ -17,9 +17,7 @@ so a subject cannot queue an answer before it is asked (and so time a sample it 
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
-import gc
 import json
 import json.encoder
 import json.scanner
@@ -27,13 +25,11 @@ import math
 import mmap
 import os
 import secrets
-import signal
 import struct
 import time
 import warnings
 from typing import Any
 
-import numpy as np
 import torch
 
 from kernelbot.harness.protocol import ChannelError, read_exact, write_frame
@@ -46,9 +42,7 @@ HELD_SLACK = 1 << 20
 # The most of the region a subject maps at once: its address space stays small under a CPU memory limit.
 WINDOW = 64 << 20
 _MAP_FLAGS = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the window's pages in one go, not a fault per page
-# mmap's constants as values bound now: a lookup in the module at copy time would run whatever an int subclass
-# put there defines (attacker round 12 did a sample's work in PROT_READ's __or__ as the outputs were copied).
-_PROT_R, _PROT_RW = mmap.PROT_READ, mmap.PROT_READ | mmap.PROT_WRITE
+_PROT_R = mmap.PROT_READ
 _PAGESIZE, _MAP_SHARED, _MADV_REMOVE = mmap.PAGESIZE, mmap.MAP_SHARED, mmap.MADV_REMOVE
 _READ_MAX = 1 << 30  # one pread at most (Linux returns at most ~2 GiB a call)
 DTYPES = {
@@ -58,14 +52,6 @@ DTYPES = {
         torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128,
     )
 }  # fmt: skip
-_tensor_type = torch.Tensor  # captured before any subject code runs
-# An output's bytes are read through these, bound here before any subject code runs: never through the
-# tensor's own attributes (an instance can shadow a method), nor through torch's dispatcher, where a mode or
-# a kernel registered for an ATen operator (its registration's file and line can be forged) would run the
-# subject's code during the copy, out of every timed window.
-_data_ptr, _stride, _element_size = torch.Tensor.data_ptr, torch.Tensor.stride, torch.Tensor.element_size
-_numel, _is_contiguous = torch.Tensor.numel, torch.Tensor.is_contiguous
-_sync = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)  # the C function where CUDA is built
 _prod = math.prod
 # Headers parsed by CPython's C scanner, made here: json.loads goes through a decoder instance whose
 # attributes (scan_once) anything can replace; this scanner is reachable from nowhere and has none.
@@ -110,22 +96,8 @@ def _parse(data: bytes) -> Any:
     return value
 
 
-_type_module, _type_qualname = type.__dict__["__module__"], type.__dict__["__qualname__"]
-# A tensor's properties through TensorBase's own descriptors: an attribute added to torch.Tensor would
-# shadow them (an attacker's `torch.Tensor.contiguous = f` did, for reward 3).
-_layout, _device, _shape, _dtype = (
-    torch._C.TensorBase.__dict__[n] for n in ("layout", "device", "shape", "dtype")
-)
-# numpy's C functions and type (np.lib.stride_tricks.as_strided is Python, its module's names patchable)
-_frombuffer, _ndarray, _contiguous_array = np.frombuffer, np.ndarray, np.ascontiguousarray
-_np_empty, _uint8, _c_char, _mmap = np.empty, np.uint8, ctypes.c_char, mmap.mmap
-# The array type's from_address as its (immutable) metatype defines it: `(c_char * n).from_address` is looked
-# up on the array class, which ctypes makes once per length and anyone may add attributes to (attacker round
-# 11 set from_address there and computed each output as it was copied).
-_from_address = type(ctypes.c_char * 1).__dict__["from_address"]
-_gc_enabled, _gc_disable, _gc_enable, _sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
-_ALL_SIGNALS = signal.valid_signals()
-_cuda_memcpy: Any = None  # cupy.cuda.runtime.memcpy, bound by arm_device_copy before any subject code runs
+_mmap = mmap.mmap
+cuda_memcpy: Any = None  # cupy.cuda.runtime.memcpy, bound by arm_device_copy before any subject code runs
 
 
 class LinkError(Exception):
@@ -153,38 +125,11 @@ def layout(sizes: list[int]) -> list[int]:
     return offsets
 
 
-class Outgoing:
-    """An answer's tensors, each written into the shared region as it is added (at the offset `layout` gives
-    it), so that its device memory can go before the next output is made: a check holds two runs of a
-    multi-GB output, which should not both sit on the GPU."""
-
-    def __init__(self, region: int) -> None:
-        self.region, self.specs, self.end = region, list[dict[str, Any]](), 0
-
-    def add(self, tensor: torch.Tensor) -> None:
-        raw = _raw_bytes(tensor)
-        if raw is not None:
-            _numpy_into_region(self.region, self.end, raw)
-            nbytes = raw.size
-        else:
-            flat = bytes_through_torch(tensor)
-            _through_windows(self.region, self.end, flat, into_region=True)
-            nbytes = flat.numel()
-        dtype, shape = str(_dtype.__get__(tensor)).removeprefix("torch."), list(_shape.__get__(tensor))
-        self.specs.append({"dtype": dtype, "shape": shape})
-        self.end += _pages(nbytes)
-
-    def discard(self) -> None:
-        """For an answer that failed after some outputs were written: their pages go, none is announced."""
-        free(self.region, self.end)
-        self.specs, self.end = [], 0
-
-
 def arm_device_copy(device: str) -> None:
     """On CUDA, bind CuPy's cudaMemcpy now (before any subject code runs: a subject could plant a module
     named cupy later), so outputs leave the GPU without a torch operator. Without CuPy: torch's copy."""
-    global _cuda_memcpy
-    if device != "cuda" or _cuda_memcpy is not None:
+    global cuda_memcpy
+    if device != "cuda" or cuda_memcpy is not None:
         return
     try:  # CuPy's runtime bindings alone: importing the cupy package would add to every subject's start-up
         from cupy_backends.cuda.api import runtime
@@ -193,124 +138,35 @@ def arm_device_copy(device: str) -> None:
             from cupy.cuda import runtime
         except ImportError:
             return
-    _cuda_memcpy = runtime.memcpy
+    cuda_memcpy = runtime.memcpy
 
 
-def _raw_bytes(tensor: torch.Tensor) -> np.ndarray | None:
-    """A strided CPU or CUDA tensor's bytes in row-major order, as a uint8 array, read from its memory by
-    address (no torch operator runs); None where it must go through torch (another layout or device, or
-    CUDA without CuPy)."""
-    device = _device.__get__(tensor).type
-    if _layout.__get__(tensor) != torch.strided or device not in ("cpu", "cuda"):
-        return None
-    if device == "cuda" and _cuda_memcpy is None:
-        return None
-    shape, item = tuple(_shape.__get__(tensor)), _element_size(tensor)
-    if _numel(tensor) == 0:
-        return _np_empty(0, dtype=_uint8)
-    strides = _stride(tensor)  # torch has no negative strides: the span starts at the first element
-    span = (sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1) * item
-    ptr = _data_ptr(tensor)
-    if device == "cuda":
-        _sync()  # the outputs' kernels ran on torch's stream; the copy below is on the legacy default one
-        host = _np_empty(span, dtype=_uint8)
-        _cuda_memcpy(host.__array_interface__["data"][0], ptr, span, 2)  # cudaMemcpyDeviceToHost
-    else:
-        host = _frombuffer(_from_address(_c_char * span, ptr), dtype=_uint8)
-    if _is_contiguous(tensor):
-        return host[: _numel(tensor) * item]  # already in order (Outgoing.add copies it at once)
-    view = _ndarray(
-        shape=(*shape, item), dtype=_uint8, buffer=host, strides=(*(s * item for s in strides), 1)
-    )
-    return _contiguous_array(view).reshape(-1)
+def frame(header: dict[str, Any], specs: list[dict[str, Any]] | None = None) -> bytes:
+    """One message as it crosses the pipe: the header, with the dtype and shape of each tensor already
+    written into the shared region (sealed.build's copy; the header tells the other side they are there)."""
+    body = _dump({**header, "tensors": specs or []})
+    return _LEN.pack(len(body)) + body
 
 
-def bytes_through_torch(tensor: torch.Tensor) -> torch.Tensor:
-    """A device's tensor read through torch's operators, where _raw_bytes cannot (CUDA without CuPy, another
-    device): the guard's snapshot of those operators' kernels (guards.HARNESS_OPS) stands for them then."""
-    return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-
-
-def _numpy_into_region(region: int, offset: int, raw: np.ndarray) -> None:
-    """`raw`'s bytes into the region at `offset`, a window at a time: _through_windows's loop without torch
-    (its `copy_` is a dispatched operator, which the subject could have replaced)."""
-    for start in range(0, raw.size, WINDOW):
-        part = raw[start : start + WINDOW]
-        with _mmap(region, part.size, flags=_MAP_FLAGS, prot=_PROT_RW,
-                   offset=offset + start) as window:  # fmt: skip
-            _frombuffer(window, dtype=_uint8, count=part.size)[:] = part
-
-
-def describe(output: Any, into: Outgoing) -> list[Any]:
-    """An output as a list of item descriptions; the exact tensors among it go into `into` (anything else
-    is named by its type, as the comparison's rule on output types wants)."""
-    # No code of the subject's may run while its outputs are read, or it could compute them only now, out of
-    # every timed window: a container is read through tuple's or list's own iterator (never a subclass's
-    # __iter__), a type's name through type's own descriptors (never a metaclass's), a tensor's bytes by
-    # address (Outgoing.add). The caller holds `hold()` around it.
-    kind = type(output)
-    sequence = tuple if issubclass(kind, tuple) else list if issubclass(kind, list) else None
-    items = list(sequence.__iter__(output)) if sequence is not None else [output]
-    described: list[Any] = []
-    for item in items:
-        if type(item) is _tensor_type and _layout.__get__(item) != torch.strided:
-            # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten says so).
-            described.append({"layout": str(_layout.__get__(item))})
-        elif type(item) is _tensor_type:
-            dtype, shape = str(_dtype.__get__(item)).removeprefix("torch."), list(_shape.__get__(item))
-            described.append({"dtype": dtype, "shape": shape})
-            into.add(item)
-        else:
-            kind = type(item)
-            described.append({"type": f"{_type_module.__get__(kind)}.{_type_qualname.__get__(kind)}"})
-    return [sequence is not None, described]
-
-
-def hold() -> tuple[bool, Any]:
-    """While a subject's outputs are read and checked: no finalizer of its runs from the cyclic collector and
-    no Python signal handler of its from a signal (both could run at any bytecode, and compute outputs then);
-    the signals wait and are delivered at `release`. Plain functions, not a context manager: contextlib's
-    classes are the subject's to patch."""
-    collecting = _gc_enabled()
-    _gc_disable()
-    return collecting, _sigmask(signal.SIG_BLOCK, _ALL_SIGNALS)
-
-
-def release(held: tuple[bool, Any]) -> None:
-    collecting, blocked = held
-    _sigmask(signal.SIG_SETMASK, blocked)
-    if collecting:
-        _gc_enable()
-
-
-def send(fd: int, header: dict[str, Any], outgoing: Outgoing | None = None) -> None:
-    """One message: the header on the pipe, with the dtype and shape of each tensor `outgoing` has already
-    written into the shared region (the header tells the other side they are there)."""
-    specs = outgoing.specs if outgoing is not None else []
-    body = _dump({**header, "tensors": specs})
-    write_frame(fd, _LEN.pack(len(body)) + body)
+def send(fd: int, header: dict[str, Any], specs: list[dict[str, Any]] | None = None) -> None:
+    write_frame(fd, frame(header, specs))
 
 
 def _pages(nbytes: int) -> int:
     return -(-nbytes // _PAGESIZE) * _PAGESIZE
 
 
-def _through_windows(region: int, offset: int, flat: torch.Tensor, *, into_region: bool) -> None:
-    """Copy a tensor's bytes (CPU or device) into the region, or out of it through a read-only mapping, a
-    window at a time. Mapping is safe for both sides: the region is sealed at its size, so no page of a
-    window can vanish under it."""
-    prot = _PROT_RW if into_region else _PROT_R
+def _from_windows(region: int, offset: int, flat: torch.Tensor) -> None:
+    """The judge's copy of a tensor's bytes straight onto its device, through read-only mappings of the region
+    a window at a time. Safe for both sides: the region is sealed at its size, so no page of a window can
+    vanish under it; a device copy from pageable memory is synchronous, so the copy is a snapshot."""
     for start in range(0, flat.numel(), WINDOW):
         part = flat[start : start + WINDOW]
-        with _mmap(region, part.numel(), flags=_MAP_FLAGS, prot=prot, offset=offset + start) as window:
-            if into_region:  # the subject's side: no warning to silence, so none of warnings' code runs
+        with _mmap(region, part.numel(), flags=_MAP_FLAGS, prot=_PROT_R, offset=offset + start) as window:
+            with warnings.catch_warnings():  # a read-only buffer is what the reading side wants
+                warnings.simplefilter("ignore", UserWarning)
                 mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
-            else:
-                with warnings.catch_warnings():  # a read-only buffer is what the reading side wants
-                    warnings.simplefilter("ignore", UserWarning)
-                    mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
-            # Device copies from or to pageable memory are synchronous: the receiver's copy is a snapshot.
-            mapped.copy_(part) if into_region else part.copy_(mapped)
+            part.copy_(mapped)
             del mapped  # the mapping closes only once no tensor views it
 
 
@@ -362,7 +218,7 @@ def receive(
             if size and device == "cpu":
                 _read_region(region, flat.numpy(), offset)
             elif size:  # straight onto the device, no host copy of ours between
-                _through_windows(region, offset, flat, into_region=False)
+                _from_windows(region, offset, flat)
             tensors.append(flat.view(dtype).reshape(shape))
     except LinkError:
         raise

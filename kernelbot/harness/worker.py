@@ -23,7 +23,7 @@ _ENTERED_AT = time.time()  # before torch's import: the judge reports the start-
 import torch  # noqa: E402
 
 # NOTE: these imports capture the timers and guards before any operator or candidate file is imported.
-from kernelbot.harness import audit, compare, guards, link, timing  # noqa: E402
+from kernelbot.harness import audit, compare, guards, link, sealed, timing  # noqa: E402
 from kernelbot.harness.inputs import (  # noqa: E402
     Failure,
     clone,
@@ -58,7 +58,6 @@ def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
 
 
 _CUDAGraph, _graph = torch.cuda.CUDAGraph, torch.cuda.graph
-_describe, _hold, _release = link.describe, link.hold, link.release  # bound before any subject code runs
 # A sample replays its calls from one CUDA graph only where one call takes less than this: past it the host's
 # launch time is a small share of a call, and plain calls measure what the operator's users run.
 GRAPH_BELOW_MS = 1.0
@@ -135,22 +134,24 @@ class Subject:
         junk = torch.full((size,), float("nan"), device=self.device)
         del junk
 
-    def run(self, case: int, seed: int, repeat: int, into: link.Outgoing) -> list[Any]:
+    def run(self, case: int, seed: int, repeat: int, copy: sealed.Copy) -> tuple[list[Any], list[Any], int]:
+        """`repeat` checked calls on one input set: their outputs described, the specs of the tensors written
+        into the region (each run's bytes leave the device before the next run), and the region's end."""
         inputs = self.op.cases[case].make(seed)
-        described = []
+        described: list[Any] = []
+        specs: list[Any] = []
+        end = 0
         for _ in range(repeat):
             self._poison(inputs)
             out = call(self.fn, clone(inputs), self.who, self.timer)
-            # Its bytes are copied first, by address, then the guard looks: a hook that the guard's own calls
-            # would set off (to compute the outputs only now) finds them copied, and the guard finds the hook.
-            held = _hold()
-            try:
-                described.append(_describe(out, into))  # its bytes leave the device before the next run
-                self.guard()
-            finally:
-                _release(held)
+            # Copied before the guard looks (a hook the guard's own calls would set off finds them copied);
+            # an untimed call has nothing to gain from work done later anyway.
+            more, written, end = copy([out], end)
+            described += more
+            specs += written
+            self.guard()
             del out
-        return described
+        return described, specs, end
 
     def time_begin(
         self, seed: int, calls: int | None, budget: int, graph: str, fresh: bool
@@ -262,19 +263,6 @@ class Subject:
             "hidden": self.timer.last_hidden,
         }
 
-    def last_outputs(self, into: link.Outgoing) -> list[Any]:
-        held = _hold()  # copied first, then guarded (run())
-        try:
-            # Guarded before the copy too: a value the timed calls left in a watched namespace would otherwise
-            # run as the copy reads it and put itself back before the guard after it (attacker round 12).
-            self.guard()
-            # every set was called (calls >= sets): None here is what the subject returned
-            described = [_describe(out, into) for out in self.outputs]
-            self.guard()
-        finally:
-            _release(held)
-        return described
-
 
 def main() -> None:
     from_judge, to_judge, region, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -290,13 +278,21 @@ def main() -> None:
     tick = torch.zeros(1, device=device) if timer is not None else None
     started = {"import": (imported - _ENTERED_AT) * 1e3, "device": (time.time() - imported) * 1e3}
     subject: Subject | None = None
+    # Built here, before any untrusted file is imported, and held by this function's locals alone (sealed.py).
+    copy: sealed.Copy | None = None
+    tail: sealed.Tail | None = None
+    pending: dict[str, Any] | None = None  # a command the tail of a timed sample read
 
     while True:
-        try:
-            cmd, _ = link.receive(from_judge, region, time.monotonic() + 1e7, 0)
-        except Exception:
-            return  # the judge is gone
-        outgoing = link.Outgoing(region)
+        if pending is None:
+            try:
+                cmd, _ = link.receive(from_judge, region, time.monotonic() + 1e7, 0)
+            except Exception:
+                return  # the judge is gone
+        else:
+            cmd, pending = pending, None
+        specs: list[Any] = []
+        timed = False  # a timed sample's answer: sent by the tail, which then serves the outputs' copy
         try:
             kind = cmd.get("cmd")
             if kind == "hello":
@@ -321,13 +317,16 @@ def main() -> None:
                 seconds, _ = timer.one_sample(torch.Tensor.add_, [[tick, 1]], calls)
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
             elif kind == "load" and timer is not None:
+                copy, tail = sealed.build(region, to_judge, from_judge, link.cuda_memcpy)
                 seed_all(0)
                 subject = Subject(cmd["job"], timer)
                 answer = {"ok": True}
-            elif subject is None:
+            elif subject is None or copy is None or tail is None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
             elif kind == "run":
-                described = subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), outgoing)
+                described, specs, _ = subject.run(
+                    int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), copy
+                )
                 answer = {"ok": True, "outputs": described}
             elif kind == "time_begin":
                 with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
@@ -345,9 +344,13 @@ def main() -> None:
                 subject.prep(int(cmd["seed"]))
                 answer = {"ok": True}
             elif kind == "go":
-                answer = {"ok": True, **subject.go()}
+                answer, timed = {"ok": True, **subject.go()}, True
             elif kind == "outputs":
-                answer = {"ok": True, "outputs": subject.last_outputs(outgoing)}
+                described, specs, _ = copy(subject.outputs, 0)
+                answer = {"ok": True, "outputs": described}
+            elif kind == "guard":  # asked once a timing's outputs are checked: nothing of them can change now
+                subject.guard()
+                answer = {"ok": True}
             elif kind == "quit":
                 link.send(to_judge, {"ok": True, "n": cmd.get("n")})
                 return
@@ -371,8 +374,18 @@ def main() -> None:
                 "reason": f"anti-hack check: the sandbox refused {refused}",
             }
         if not answer.get("ok"):
-            outgoing.discard()  # outputs written before the failure: freed, not announced
-        link.send(to_judge, {**answer, "n": cmd.get("n")}, outgoing)
+            specs = []
+            link.free(
+                region, os.fstat(region).st_size
+            )  # outputs written before the failure: freed, not announced
+        if timed and answer.get("ok") and tail is not None and subject is not None:
+            # From the answer to the copy of this sample's outputs, if the judge asks for it, nothing runs that a
+            # subject could have replaced (attacker rounds 9-13 computed the outputs there, after the clock).
+            pending = tail(link.frame({**answer, "n": cmd.get("n")}), subject.outputs)
+            if pending is None:
+                return  # the judge is gone
+            continue
+        link.send(to_judge, {**answer, "n": cmd.get("n")}, specs)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,321 @@
+"""Subject side: the copy of a subject's outputs into the shared region, sealed from the subject's own code.
+
+A timed sample's outputs are copied only when the judge asks, after the sample's answer has stopped its
+clock. Any code of the subject's that ran between that answer and the copy could compute the outputs then,
+out of every timed window, while the timed calls skipped the work. Attacker rounds 9 to 13 each found one
+more name the worker looked up at call time on that path (json's encoder, the audit hook's class, a ctypes
+class, an mmap constant, the audit hook's own attribute): replaced, it ran the work and put itself back
+before the guard looked. A guard cannot close that: it is code that looks names up too.
+
+So the path from the sample's answer to the copied outputs is built here once, before any untrusted file is
+imported, as closures over values bound then. Its code reads no global and no builtin name (a bytecode test
+says so), calls C functions only, on objects whose exact type it checks first, and is held only by
+`worker.main`'s locals: a closure's cells can be rewritten through `__closure__`, which Python does not
+audit, so being out of reach (frames are refused by the audit hook) is what keeps them. Signals wait and the
+cyclic collector is off from the answer to the copy, so no handler or finalizer of the subject's runs there.
+
+What is left is below Python: native code of the candidate's can hook the C library calls made here
+(docs/security.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import json.decoder
+import json.encoder
+import json.scanner
+import mmap
+import os
+import signal
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernelbot.harness.link import WINDOW
+
+Copy = Callable[[list[Any], int], tuple[list[Any], list[dict[str, Any]], int]]
+Tail = Callable[[bytes, list[Any]], "dict[str, Any] | None"]
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError("not JSON")
+
+
+# The ATen operators the torch path below runs (tests/test_sealed.py traces it): their kernels, as the
+# dispatcher lists them for the keys a CPU or CUDA call passes through, are held against those at build.
+TORCH_PATH_OPS = (
+    "aten::alias", "aten::as_strided", "aten::clone", "aten::contiguous", "aten::copy_", "aten::detach",
+    "aten::empty.memory_format", "aten::empty_like", "aten::empty_strided", "aten::reshape", "aten::slice.Tensor",
+    "aten::view", "aten::view.dtype", "aten::_unsafe_view",
+)  # fmt: skip
+_KEYS = frozenset(
+    {"CPU", "CUDA", "Autograd", "AutogradCPU", "AutogradCUDA", "AutogradOther", "ADInplaceOrView", "BackendSelect",
+     "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+     "Python", "PythonDispatcher", "PythonTLSSnapshot"}
+)  # fmt: skip
+
+
+def build(
+    region: int, to_fd: int, from_fd: int, cuda_memcpy: Any = None, *, torch_path: bool = False
+) -> tuple[Copy, Tail]:
+    """`copy(values, start)`: each call's output described, exact tensors written into the region from offset
+    `start` (page-aligned, one after another, as link.layout derives them), with their specs and the end.
+    `tail(answer, outputs)`: send a timed sample's answer (a whole frame), then serve the judge's `outputs`
+    commands from `outputs` until another command comes, which is returned (None: the judge is gone).
+    `cuda_memcpy`: CuPy's cudaMemcpy where outputs may be on the GPU (without it, torch's copy).
+    `torch_path`: every tensor through torch's copy (tests: the path CUDA without CuPy takes)."""
+    encoder = getattr(json.encoder, "c_make_encoder", None)
+    scanner = getattr(json.scanner, "c_make_scanner", None)
+    if encoder is None or scanner is None:
+        raise RuntimeError("this Python has no C JSON codec: the sealed copy cannot be built")
+    # Everything the closures call, bound here as locals of this function.
+    encode = encoder(
+        None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+    scan = scanner(json.decoder.JSONDecoder())
+    length = struct.Struct(">Q")
+    pack, unpack, header_size = length.pack, length.unpack, length.size
+    write, read, getpid = os.write, os.read, os.getpid
+    type_, list_t, tuple_t, dict_t, int_t, str_t = type, list, tuple, dict, int, str
+    len_, range_, min_, zip_, slice_, issubclass_, memoryview_, bytearray_, bytes_ = (
+        len, range, min, zip, slice, issubclass, memoryview, bytearray, bytes
+    )  # fmt: skip
+    join, strip, remove_prefix, str_encode, decode = (
+        str.join,
+        str.strip,
+        str.removeprefix,
+        str.encode,
+        bytes.decode,
+    )
+    list_iter, tuple_iter = list.__iter__, tuple.__iter__
+    error_text = BaseException.__str__
+    failures, refused = (Exception,), PermissionError
+    tensor_t, base = torch.Tensor, torch._C.TensorBase
+    layout_of, device_of, shape_of, dtype_of = (
+        base.__dict__[n].__get__ for n in ("layout", "device", "shape", "dtype")
+    )
+    data_ptr, stride, element_size, numel, is_contiguous = (
+        base.data_ptr, base.stride, base.element_size, base.numel, base.is_contiguous
+    )  # fmt: skip
+    device_type = torch.device.__dict__["type"].__get__
+    strided = torch.strided
+    dtype_str = torch.dtype.__str__
+    type_module, type_qualname = type.__dict__["__module__"].__get__, type.__dict__["__qualname__"].__get__
+    sync = getattr(torch._C, "_cuda_synchronize", None)
+    function_modes, dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+    detach, contiguous, reshape, view, getitem, copy_into = (
+        base.detach, base.contiguous, base.reshape, base.view, base.__getitem__, base.copy_
+    )  # fmt: skip
+    frombuffer_t, uint8_t = torch.frombuffer, torch.uint8
+    frombuffer, ndarray, as_contiguous, np_empty, uint8 = (
+        np.frombuffer, np.ndarray, np.ascontiguousarray, np.empty, np.uint8
+    )  # fmt: skip
+    array_interface = np.ndarray.__dict__["__array_interface__"].__get__
+    c_char, map_file = ctypes.c_char, mmap.mmap
+    # from_address as the (immutable) array metatype defines it, not as an array class may (attacker round 11)
+    from_address = type(ctypes.c_char * 1).__dict__["from_address"]
+    map_flags, prot_rw, page = (
+        mmap.MAP_SHARED | mmap.MAP_POPULATE,
+        mmap.PROT_READ | mmap.PROT_WRITE,
+        mmap.PAGESIZE,
+    )
+    window_size = WINDOW
+    gc_enabled, gc_disable, gc_enable, sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
+    block, set_mask, all_signals = signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
+    memcpy, owner = cuda_memcpy, getpid()
+    dump, ops, keys = torch._C._dispatch_dump, TORCH_PATH_OPS, _KEYS
+    split_lines, partition = str.splitlines, str.partition
+    remove_suffix = str.removesuffix
+
+    def kernels() -> list[str]:
+        found = []
+        for name in ops:
+            try:
+                lines = split_lines(dump(name))
+            except failures:  # an operator this build does not have
+                lines = []
+            for line in lines:
+                key = remove_suffix(remove_suffix(partition(line, ":")[0], " (inactive)"), "[alias]")
+                if key in keys:
+                    found.append(line)
+        return found
+
+    registered = kernels()
+
+    def round_up(nbytes: int) -> int:
+        return -(-nbytes // page) * page
+
+    def host_into_region(offset: int, raw: Any) -> None:
+        """A uint8 array's bytes into the region at `offset`, a window at a time."""
+        size = raw.size
+        for start in range_(0, size, window_size):
+            part = raw[start : start + window_size]
+            with map_file(region, part.size, flags=map_flags, prot=prot_rw, offset=offset + start) as window:
+                frombuffer(window, dtype=uint8, count=part.size)[:] = part
+
+    def device_into_region(offset: int, ptr: int, size: int) -> None:
+        """A contiguous CUDA tensor's bytes straight into the region's pages: no host copy of ours between."""
+        for start in range_(0, size, window_size):
+            part = min_(window_size, size - start)
+            with map_file(region, part, flags=map_flags, prot=prot_rw, offset=offset + start) as window:
+                pages_view = frombuffer(window, dtype=uint8, count=part)
+                memcpy(array_interface(pages_view)["data"][0], ptr + start, part, 2)  # device to host
+                del pages_view  # the window closes only once no array views it
+
+    def through_torch(offset: int, tensor: Any) -> int:
+        """CUDA without CuPy: torch's own copy, once no mode is active (one would run the subject's code)."""
+        if function_modes() or dispatch_modes():
+            raise refused("a torch mode was left active as the outputs were read")
+        if kernels() != registered:
+            raise refused("a kernel of an operator the copy of the outputs runs was replaced")
+        flat = view(reshape(contiguous(detach(tensor)), -1), uint8_t)
+        size = numel(flat)
+        for start in range_(0, size, window_size):
+            part = getitem(flat, slice_(start, start + window_size))
+            count = numel(part)
+            with map_file(region, count, flags=map_flags, prot=prot_rw, offset=offset + start) as window:
+                mapped = frombuffer_t(window, dtype=uint8_t, count=count)
+                copy_into(mapped, part)
+                del mapped
+        return size
+
+    def put(offset: int, tensor: Any) -> int:
+        """An exact, strided tensor's bytes in row-major order into the region; the bytes written."""
+        item, count = element_size(tensor), numel(tensor)
+        if count == 0:
+            return 0
+        where = device_type(device_of(tensor))
+        if where == "cuda" and sync is not None:
+            sync()  # its kernels ran on torch's stream; the copies below are on the legacy default one
+        if torch_path or (where == "cuda" and memcpy is None) or where not in ("cpu", "cuda"):
+            return through_torch(offset, tensor)
+        ptr = data_ptr(tensor)
+        if where == "cuda" and is_contiguous(tensor):
+            device_into_region(offset, ptr, count * item)
+            return count * item
+        shape, strides = tuple_t(shape_of(tensor)), stride(tensor)
+        span = 1  # torch has no negative strides: the span starts at the first element
+        for n, s in zip_(shape, strides, strict=True):
+            span += (n - 1) * s
+        span *= item
+        if where == "cuda":
+            host = np_empty(span, dtype=uint8)
+            memcpy(array_interface(host)["data"][0], ptr, span, 2)
+        else:
+            host = frombuffer(from_address(c_char * span, ptr), dtype=uint8)
+        if not is_contiguous(tensor):
+            steps = (*tuple_t(s * item for s in strides), 1)
+            host = as_contiguous(ndarray(shape=(*shape, item), dtype=uint8, buffer=host, strides=steps))
+        host_into_region(offset, host[: count * item] if is_contiguous(tensor) else host.reshape(-1))
+        return count * item
+
+    def type_name(kind: Any) -> str:
+        module, name = type_module(kind), type_qualname(kind)
+        return join(".", [module if type_(module) is str_t else "?", name if type_(name) is str_t else "?"])
+
+    def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:
+        """Each value as [is a sequence, item descriptions]; tensors named by dtype and shape and written."""
+        described, specs, end = [], [], start
+        for value in list_iter(values):
+            kind = type_(value)
+            sequence = (
+                tuple_t if issubclass_(kind, tuple_t) else list_t if issubclass_(kind, list_t) else None
+            )
+            items = (
+                list_t(tuple_iter(value))
+                if sequence is tuple_t
+                else list_t(list_iter(value))
+                if sequence
+                else [value]
+            )
+            parts: list[dict[str, Any]] = []
+            for item in items:
+                if type_(item) is tensor_t and layout_of(item) is not strided:
+                    # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten).
+                    parts.append({"layout": str_t(layout_of(item))})
+                elif type_(item) is tensor_t:
+                    spec = {
+                        "dtype": remove_prefix(dtype_str(dtype_of(item)), "torch."),
+                        "shape": list_t(shape_of(item)),
+                    }
+                    parts.append(spec)
+                    specs.append(spec)
+                    end += round_up(put(end, item))
+                else:
+                    parts.append({"type": type_name(type_(item))})
+            described.append([sequence is not None, parts])
+        return described, specs, end
+
+    def write_all(data: bytes) -> None:
+        view = memoryview_(data)
+        while view:
+            view = view[write(to_fd, view) :]
+
+    def send(body: bytes) -> None:
+        write_all(pack(len_(body)) + body)
+
+    def receive() -> Any:
+        """The next command, parsed (None: the judge is gone or sent what is not an object)."""
+        buffer = bytearray_()
+        while len_(buffer) < header_size:
+            got = read(from_fd, header_size - len_(buffer))
+            if not got:
+                return None
+            buffer += got
+        (size,) = unpack(bytes_(buffer))
+        buffer = bytearray_()
+        while len_(buffer) < size:
+            got = read(from_fd, min_(size - len_(buffer), 1 << 20))
+            if not got:
+                return None
+            buffer += got
+        try:
+            text = decode(bytes_(buffer))
+            value, end = scan(text, 0)
+        except failures:
+            return None
+        return value if type_(value) is dict_t and not strip(text[end:]) else None
+
+    def answer_outputs(outputs: list[Any], nonce: Any) -> bytes:
+        try:
+            described, specs, _ = copy(outputs, 0)
+            header = {"ok": True, "outputs": described, "tensors": specs, "n": nonce}
+        except refused as exc:
+            header = {
+                "ok": False,
+                "status": "rejected",
+                "reason": "anti-hack check: " + error_text(exc),
+                "n": nonce,
+            }
+        except failures as exc:
+            reason = (
+                "the outputs could not be copied: " + type_name(type_(exc)) + ": " + error_text(exc)[:200]
+            )
+            header = {"ok": False, "status": "crashed", "reason": reason, "n": nonce}
+        return str_encode(join("", encode(header, 0)))
+
+    def tail(answer: bytes, outputs: list[Any]) -> dict[str, Any] | None:
+        if getpid() != owner:  # a fork of the subject's: it has no business on the judge's pipe
+            return None
+        collecting = gc_enabled()
+        gc_disable()
+        blocked = sigmask(block, all_signals)
+        try:
+            write_all(answer)
+            while True:
+                command = receive()
+                if command is None or command.get("cmd") != "outputs":
+                    return command
+                nonce = command.get("n")
+                send(answer_outputs(outputs, nonce if type_(nonce) is int_t else None))
+        finally:
+            sigmask(set_mask, blocked)
+            if collecting:
+                gc_enable()
+
+    return copy, tail

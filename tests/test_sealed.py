@@ -1,0 +1,261 @@
+"""The sealed copy of a subject's outputs (kernelbot/harness/sealed.py): what it writes, what it answers, and
+that nothing a subject could replace runs in it."""
+
+from __future__ import annotations
+
+import ctypes
+import dis
+import json
+import os
+import sys
+import time
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from kernelbot.harness import link, sealed
+
+
+class Passing(TorchFunctionMode):
+    """A mode that changes nothing: it runs Python on every torch call while it is active."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def region() -> Iterator[int]:
+    fd = link.shared_region(64 << 20)
+    yield fd
+    os.close(fd)
+
+
+def _nested(code: types.CodeType) -> list[types.CodeType]:
+    inner = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return inner + [d for c in inner for d in _nested(c)]
+
+
+def _read(region: int, specs: list[dict[str, Any]]) -> list[torch.Tensor]:
+    """The judge's reading of what the copy wrote (link.receive's own path)."""
+    read, write = os.pipe()
+    try:
+        link.send(write, {"n": 1}, specs)
+        _, tensors = link.receive(read, region, time.monotonic() + 60, 64 << 20)
+    finally:
+        os.close(read), os.close(write)
+    return tensors
+
+
+def test_no_function_of_the_sealed_path_reads_a_global_or_a_builtin() -> None:
+    codes = _nested(sealed.build.__code__)
+    assert {c.co_name for c in codes} >= {"copy", "put", "tail", "receive", "send", "answer_outputs"}
+    for code in codes:
+        loads = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        assert not loads, (code.co_name, loads)
+
+
+@pytest.mark.parametrize("torch_path", [False, True])
+def test_outputs_of_every_shape_arrive_as_they_were(region: int, torch_path: bool) -> None:
+    """Contiguous, transposed, strided, empty and half-precision tensors, in a tuple with a scalar and None;
+    by address (the CPU and CuPy path) and through torch's copy (CUDA without CuPy)."""
+    base = torch.randn(300, 200)
+    tensors = [base, base.t(), base[::3, 1::2], torch.empty(0, 5), torch.randn(7, 9).half(), torch.arange(5)]
+    copy, _ = sealed.build(region, -1, -1, torch_path=torch_path)
+    described, specs, end = copy([(*tensors, 2.5, None)], 0)
+    assert described == [
+        [
+            True,
+            [
+                *({"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)} for t in tensors),
+                {"type": "builtins.float"},
+                {"type": "builtins.NoneType"},
+            ],
+        ]
+    ]
+    assert end == sum(-(-t.numel() * t.element_size() // 4096) * 4096 for t in tensors)
+    for sent, got in zip(tensors, _read(region, specs), strict=True):
+        assert got.dtype == sent.dtype and torch.equal(got, sent.contiguous())
+
+
+def test_a_sparse_output_is_named_not_copied(region: int) -> None:
+    copy, _ = sealed.build(region, -1, -1)
+    described, specs, _ = copy([torch.eye(3).to_sparse()], 0)
+    assert described == [[False, [{"layout": "torch.sparse_coo"}]]] and specs == []
+
+
+def test_a_type_that_names_itself_with_an_object_runs_nothing(region: int) -> None:
+    """A class's __module__ is whatever its body set: formatted, an object's __format__ would run."""
+    ran = []
+
+    class Name:
+        def __format__(self, spec: str) -> str:
+            ran.append(spec)
+            return "x"
+
+        __str__ = __repr__ = lambda self: ran.append("str") or "x"
+
+    odd = type("Odd", (), {"__module__": Name()})
+    copy, _ = sealed.build(region, -1, -1)
+    described, _, _ = copy([odd()], 0)
+    assert described == [[False, [{"type": "?.Odd"}]]] and ran == []
+
+
+def test_a_patched_ctypes_array_class_does_not_read_the_outputs(
+    region: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacker round 11: from_address set on the ctypes array class of an output's length ran as the worker
+    copied it. The copy calls the metatype's own from_address."""
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
+    span = x.numel() * x.element_size()
+    monkeypatch.setattr(ctypes.c_char * span, "from_address", lambda ptr: bytes(span), raising=False)
+    copy, _ = sealed.build(region, -1, -1)
+    _, specs, _ = copy([x], 0)
+    assert torch.equal(_read(region, specs)[0], x.contiguous())
+
+
+def test_the_torch_path_refuses_a_mode_or_a_replaced_kernel(region: int) -> None:
+    """A mode left on torch's stack, or a kernel registered over one the copy runs, would run the subject's
+    code as its outputs are read: refused, before any byte is copied."""
+    copy, _ = sealed.build(region, -1, -1, torch_path=True)
+    x = torch.randn(4)
+    with Passing(), pytest.raises(PermissionError, match="mode"):
+        copy([x], 0)
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        library.impl("detach", lambda t: t.view_as(t), "CPU")
+        with pytest.raises(PermissionError, match="kernel"):
+            copy([torch.randn(4)], 0)
+    finally:
+        library._destroy()
+
+
+def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
+    """sealed.TORCH_PATH_OPS is what the copy compares with the kernels at build: a kernel registered over an
+    operator it runs outside that list would go unseen. Traced by torch's profiler (a dispatch mode, as
+    guards.ops_run_by uses, is what the copy refuses to run under)."""
+    region = link.shared_region(1 << 20)
+    try:
+        copy, _ = sealed.build(region, -1, -1, torch_path=True)
+        values = [torch.randn(5, 3).t(), torch.arange(6)]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as traced:
+            copy(values, 0)
+    finally:
+        os.close(region)
+    seen = {e.name for e in traced.events() if e.name.startswith("aten::")}
+    held = {name.split(".")[0] for name in sealed.TORCH_PATH_OPS}
+    assert {"aten::contiguous", "aten::copy_"} <= seen, seen
+    assert seen <= held, sorted(seen - held)
+
+
+def test_the_copy_enters_no_python_but_its_own(region: int) -> None:
+    """Profiled: every Python function the copy enters is one of its own closures (which read no global)."""
+    own = set(_nested(sealed.build.__code__))
+    copy, _ = sealed.build(region, -1, -1)
+    values = [torch.randn(300, 200), (torch.randn(30, 20).t(), 2.5), [torch.arange(9)[::2]]]
+    entered: set[str] = set()
+
+    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code not in own and frame.f_code.co_filename != __file__:
+            entered.add(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_qualname}")
+
+    sys.setprofile(profile)
+    try:
+        copy(values, 0)
+    finally:
+        sys.setprofile(None)
+    assert entered == set()
+
+
+def _frame(header: dict[str, Any]) -> bytes:
+    body = json.dumps(header).encode()
+    return len(body).to_bytes(8, "big") + body
+
+
+def _answer(fd: int) -> dict[str, Any]:
+    size = int.from_bytes(os.read(fd, 8), "big")
+    body = b""
+    while len(body) < size:
+        body += os.read(fd, size - len(body))
+    return json.loads(body)
+
+
+def test_the_tail_sends_the_answer_serves_the_copy_and_hands_back_the_next_command(region: int) -> None:
+    to_judge_r, to_judge_w = os.pipe()
+    from_judge_r, from_judge_w = os.pipe()
+    outputs = [torch.randn(8, 8), torch.randn(8, 8)]
+    try:
+        os.write(
+            from_judge_w, _frame({"cmd": "outputs", "n": 5}) + _frame({"cmd": "prep", "seed": 3, "n": 6})
+        )
+        _, tail = sealed.build(region, to_judge_w, from_judge_r)
+        rest = tail(link.frame({"ok": True, "ms_total": 1.5, "n": 4}), outputs)
+        assert rest == {"cmd": "prep", "seed": 3, "n": 6}
+        assert _answer(to_judge_r) == {"ok": True, "ms_total": 1.5, "n": 4, "tensors": []}
+        copied = _answer(to_judge_r)
+        assert copied["ok"] is True and copied["n"] == 5 and len(copied["outputs"]) == 2
+        got = _read(region, copied["tensors"])
+        assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, outputs, strict=True))
+        os.close(from_judge_w)
+        from_judge_w = -1
+        assert tail(link.frame({"ok": True, "n": 7}), outputs) is None  # the judge is gone
+    finally:
+        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
+            if fd >= 0:
+                os.close(fd)
+
+
+def test_a_copy_that_is_refused_is_the_subjects_answer(region: int) -> None:
+    """A mode left active when the judge asks for the outputs (torch's path): the answer says rejected, and
+    the worker carries on with the next command."""
+    to_judge_r, to_judge_w = os.pipe()
+    from_judge_r, from_judge_w = os.pipe()
+    try:
+        os.write(from_judge_w, _frame({"cmd": "outputs", "n": 9}) + _frame({"cmd": "quit", "n": 10}))
+        _, tail = sealed.build(region, to_judge_w, from_judge_r, torch_path=True)
+        answer, outputs = link.frame({"ok": True, "n": 8}), [torch.randn(16)]
+        with Passing():
+            rest = tail(answer, outputs)
+        assert rest == {"cmd": "quit", "n": 10}
+        assert _answer(to_judge_r) == {"ok": True, "n": 8, "tensors": []}
+        refused = _answer(to_judge_r)
+        assert refused["ok"] is False and refused["status"] == "rejected" and "mode" in refused["reason"]
+        assert refused["n"] == 9
+    finally:
+        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
+            os.close(fd)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("torch_path", [False, True])
+def test_cuda_outputs_arrive_as_they_were(torch_path: bool) -> None:
+    """Straight from device memory into the region's pages (CuPy's cudaMemcpy, 80 MB across two windows),
+    strided ones through a host copy, and the torch path that CUDA without CuPy takes."""
+    link.arm_device_copy("cuda")
+    assert link.cuda_memcpy is not None, "CuPy is part of the GPU install"
+    base = torch.randn(5000, 4000, device="cuda")
+    tensors = [
+        base,
+        base[:300].t(),
+        base[::7, 1::3],
+        torch.arange(5, device="cuda"),
+        torch.empty(0, device="cuda"),
+    ]
+    region = link.shared_region(1 << 29)
+    try:
+        copy, _ = sealed.build(region, -1, -1, link.cuda_memcpy, torch_path=torch_path)
+        _, specs, _ = copy([tuple(tensors)], 0)
+        read, write = os.pipe()
+        try:
+            link.send(write, {"n": 1}, specs)
+            _, got = link.receive(read, region, time.monotonic() + 60, 1 << 29, "cuda")
+        finally:
+            os.close(read), os.close(write)
+    finally:
+        os.close(region)
+    for sent, back in zip(tensors, got, strict=True):
+        assert back.dtype == sent.dtype and torch.equal(back, sent.contiguous())
