@@ -133,6 +133,25 @@ def test_the_torch_path_refuses_a_mode_or_a_replaced_kernel(region: int) -> None
         library._destroy()
 
 
+def test_a_mode_left_active_runs_nothing_in_the_copy(region: int) -> None:
+    """Attacker round 14: with a mode on torch's stack, even an exact tensor's getters call its Python. The
+    copy refuses before it touches a tensor: the mode sees no call."""
+    seen: list[str] = []
+
+    class Recording(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4, 3)
+    values = [x, (x.t(),)]
+    copy, _ = sealed.build(region, -1, -1)
+    with Recording(), pytest.raises(PermissionError, match="mode"):
+        copy(values, 0)
+    assert seen == []
+    assert copy([x], 0)[1] == [{"dtype": "float32", "shape": [4, 3]}]  # and the copy works once it is gone
+
+
 def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     """sealed.TORCH_PATH_OPS is what the copy compares with the kernels at build: a kernel registered over an
     operator it runs outside that list would go unseen. Traced by torch's profiler (a dispatch mode, as

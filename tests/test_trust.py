@@ -808,9 +808,10 @@ def test_work_in_a_value_the_copy_of_the_outputs_reads_is_rejected(tmp_path: Pat
     """Attacker round 12 (reward 3 with the static check on): the timed calls returned empty tensors and left
     an int subclass in mmap.PROT_READ, whose __or__, run as the copy of the outputs read it, computed them and
     put the int back before the guard after the copy. The copy is sealed now (sealed.py: its constants
-    bound when it is built, no name looked up): the empty outputs are what the judge checks."""
+    bound when it is built, no name looked up): the empty outputs are what the judge checks, and on that
+    wrong recheck the guard, asked why, finds the int still in place."""
     ev = _attack("prot_read_or", tmp_path)
-    assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
+    assert ev.status == "rejected" and "mmap.PROT_READ was replaced" in ev.reason, ev
     assert reward(ev, None, None) == -1
 
 
@@ -823,6 +824,16 @@ def test_work_in_the_audit_hooks_own_state_is_not_possible(tmp_path: Path) -> No
     assert any("unittest.mock" in f.message for f in found), found
     ev = _attack("hook_instance_getframe", tmp_path)
     assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_work_in_a_mode_the_copys_tensor_getters_call_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 14 (reward 3 with the static check on): a function mode left on torch's stack ran the
+    owed products when the sealed copy read its outputs' layout and shape. The copy now refuses any mode
+    before it touches a tensor."""
+    assert scan((TRUST / "mode_in_copy.py").read_text()) == []  # the static check does not see it
+    ev = _attack("mode_in_copy", tmp_path)
+    assert ev.status == "rejected" and "torch mode was left active" in ev.reason, ev
     assert reward(ev, None, None) == -1
 
 

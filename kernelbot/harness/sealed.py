@@ -82,8 +82,8 @@ def build(
     pack, unpack, header_size = length.pack, length.unpack, length.size
     write, read, getpid = os.write, os.read, os.getpid
     type_, list_t, tuple_t, dict_t, int_t, str_t = type, list, tuple, dict, int, str
-    len_, range_, min_, zip_, slice_, issubclass_, memoryview_, bytearray_, bytes_ = (
-        len, range, min, zip, slice, issubclass, memoryview, bytearray, bytes
+    len_, range_, min_, zip_, slice_, issubclass_, memoryview_, bytearray_, bytes_, any_ = (
+        len, range, min, zip, slice, issubclass, memoryview, bytearray, bytes, any
     )  # fmt: skip
     join, strip, remove_prefix, str_encode, decode = (
         str.join,
@@ -108,6 +108,10 @@ def build(
     type_module, type_qualname = type.__dict__["__module__"].__get__, type.__dict__["__qualname__"].__get__
     sync = getattr(torch._C, "_cuda_synchronize", None)
     function_modes, dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+    mode_at, mode_keys = (
+        torch._C._get_dispatch_mode,
+        tuple(torch._C._TorchDispatchModeKey.__members__.values()),
+    )
     detach, contiguous, reshape, view, getitem, copy_into = (
         base.detach, base.contiguous, base.reshape, base.view, base.__getitem__, base.copy_
     )  # fmt: skip
@@ -169,8 +173,6 @@ def build(
 
     def through_torch(offset: int, tensor: Any) -> int:
         """CUDA without CuPy: torch's own copy, once no mode is active (one would run the subject's code)."""
-        if function_modes() or dispatch_modes():
-            raise refused("a torch mode was left active as the outputs were read")
         if kernels() != registered:
             raise refused("a kernel of an operator the copy of the outputs runs was replaced")
         flat = view(reshape(contiguous(detach(tensor)), -1), uint8_t)
@@ -220,6 +222,10 @@ def build(
 
     def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:
         """Each value as [is a sequence, item descriptions]; tensors named by dtype and shape and written."""
+        # Before any tensor is touched: with a mode on torch's stack, even an exact tensor's getters (layout,
+        # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there).
+        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
+            raise refused("a torch mode was left active as the outputs were read")
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)

@@ -240,7 +240,7 @@ class Subject:
     def prep(self, seed: int) -> None:
         # No guard here, nor after each sample: its time would be charged to the sample (the judge counts
         # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
-        # guard runs after each checked call and once a timing has ended (last_outputs). No L2 flush either:
+        # guard runs after each checked call and once the judge has a timing's outputs. No L2 flush either:
         # the judge flushes after this, from its own process, and that flush is the one that counts.
         refresh(
             self.sets,
