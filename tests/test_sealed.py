@@ -170,11 +170,17 @@ def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     assert seen <= held, sorted(seen - held)
 
 
-def test_the_copy_enters_no_python_but_its_own(region: int) -> None:
-    """Profiled: every Python function the copy enters is one of its own closures (which read no global)."""
+def test_the_copy_enters_no_python_but_its_own(region: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Profiled: every Python function the copy enters is one of its own closures (which read no global),
+    with a finalizer on each ctypes array class a view of the outputs could be made of (attacker round 15's
+    __del__ on `c_char * span` ran as the view died)."""
     own = set(_nested(sealed.build.__code__))
     copy, _ = sealed.build(region, -1, -1)
     values = [torch.randn(300, 200), (torch.randn(30, 20).t(), 2.5), [torch.arange(9)[::2]]]
+    fired: list[int] = []
+    for t in (values[0], values[1][0], values[2][0]):  # the span each view covers (strided ones included)
+        span = (sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1) * t.element_size()
+        monkeypatch.setattr(ctypes.c_char * span, "__del__", lambda self: fired.append(1), raising=False)
     entered: set[str] = set()
 
     def profile(frame: types.FrameType, event: str, arg: Any) -> None:
@@ -186,7 +192,7 @@ def test_the_copy_enters_no_python_but_its_own(region: int) -> None:
         copy(values, 0)
     finally:
         sys.setprofile(None)
-    assert entered == set()
+    assert entered == set() and fired == []
 
 
 def _frame(header: dict[str, Any]) -> bytes:

@@ -837,6 +837,57 @@ def test_work_in_a_mode_the_copys_tensor_getters_call_is_rejected(tmp_path: Path
     assert reward(ev, None, None) == -1
 
 
+def test_work_in_a_finalizer_the_copy_sets_off_is_not_possible(tmp_path: Path) -> None:
+    """Attacker round 15 (reward 3 with the static check on): __del__ on ctypes' cached array class for an
+    output's length ran when the sealed copy's view of the output died, between two outputs' copies. The
+    copy now views memory through an object of an immutable type it makes itself."""
+    assert scan((TRUST / "del_in_copy.py").read_text()) == []  # the static check does not see it
+    ev = _attack("del_in_copy", tmp_path)
+    assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_a_module_given_a_class_of_its_own_is_refused_and_seen(tmp_path: Path) -> None:
+    """Attacker round 15: `time.__class__` and `os.__class__` set to ModuleType subclasses whose
+    __getattribute__ ran in the guard's own reads (it hid a thread there). The audit hook refuses a class
+    change of an object that is not the caller's own (in a fresh process: a hook stays for good), and the
+    guard notices one made by anyone."""
+    from kernelbot.harness import guards
+
+    (tmp_path / "cand.py").write_text(
+        "import json, types\n"
+        "class M(types.ModuleType):\n    pass\n"
+        "class Own:\n    pass\n"
+        "class Other:\n    pass\n"
+        "def own():\n    o = Own()\n    o.__class__ = Other\n    return type(o).__name__\n"
+        "def swap():\n    json.__class__ = M\n"
+    )
+    script = (
+        "import sys\nfrom kernelbot.harness import audit\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\naudit.install([{str(tmp_path)!r}])\n"
+        "import cand\nprint(cand.own())\n"
+        "try:\n    cand.swap()\nexcept PermissionError:\n    print('refused', audit.refusal())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == [
+        "Other",
+        "refused object.__setattr__(module, '__class__', type) from cand.py",
+    ], out
+
+    import types as pytypes
+
+    class Reading(pytypes.ModuleType):
+        pass
+
+    integrity = guards.Integrity()
+    time.__class__ = Reading
+    try:
+        assert "time was given another class" in integrity.violations()
+    finally:
+        time.__class__ = pytypes.ModuleType
+    assert integrity.violations() == []
+
+
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
     where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""

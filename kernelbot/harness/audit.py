@@ -247,8 +247,12 @@ def build(
             else:  # a path object (its __fspath__ is the caller's): whoever passed it decides
                 watched = arg is not None and type_(arg) is not int_t
         if not watched and (event == "object.__setattr__" or event == "object.__delattr__"):
-            # Setting a class's attribute, or a function's code or defaults (which Python audits).
-            watched = (type_(arg) is function_t or issubclass_(type_(arg), type_)) and not own(arg)
+            if len_(args) > 1 and args[1] == "__class__":
+                # An object's class changed: a module given a class of its own answers every attribute read
+                # of the harness's with the subject's code (attacker round 15 hid a thread from the guard so).
+                watched = not own(type_(arg))
+            else:  # a class's attribute (where Python audits it), a function's code or defaults
+                watched = (type_(arg) is function_t or issubclass_(type_(arg), type_)) and not own(arg)
         if not watched:
             return None
         who = caller_untrusted()

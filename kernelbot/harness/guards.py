@@ -346,6 +346,7 @@ class Integrity:
         self._spaces = {
             name: (obj, dict(vars(obj))) for name, obj in {**_namespaces(), **(extra or {})}.items()
         }
+        self._classes = {name: type(obj) for name, (obj, _) in self._spaces.items()}
         self._kernels = _aten_overrides()
         self._harness_kernels = _harness_kernels(self._ops)
         self._modes = _modes()
@@ -377,6 +378,8 @@ class Integrity:
                 found.append(f"{name} was removed")
         missing = object()
         for space, (obj, before) in self._spaces.items():
+            if type(obj) is not self._classes[space]:  # a module given a class of its own (__getattribute__)
+                found.append(f"{space} was given another class")
             now = vars(obj)
             for attr, value in before.items():
                 if f"{space}.{attr}" in _MAY_CHANGE:

@@ -12,7 +12,9 @@ imported, as closures over values bound then. Its code reads no global and no bu
 says so), calls C functions only, on objects whose exact type it checks first, and is held only by
 `worker.main`'s locals: a closure's cells can be rewritten through `__closure__`, which Python does not
 audit, so being out of reach (frames are refused by the audit hook) is what keeps them. Signals wait and the
-cyclic collector is off from the answer to the copy, so no handler or finalizer of the subject's runs there.
+cyclic collector is off from the answer to the copy; no object of a class the subject can reach is made and
+dropped there (a __del__ on it would run, cyclic collector or not: attacker round 15), and a torch mode is
+refused before any tensor is read (its getters would call one: round 14).
 
 What is left is below Python: native code of the candidate's can hook the C library calls made here
 (docs/security.md).
@@ -20,7 +22,6 @@ What is left is below Python: native code of the candidate's can hook the C libr
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import json
 import json.decoder
@@ -30,6 +31,7 @@ import mmap
 import os
 import signal
 import struct
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +98,7 @@ def build(
     error_text = BaseException.__str__
     failures, refused = (Exception,), PermissionError
     tensor_t, base = torch.Tensor, torch._C.TensorBase
+    class_dict = type.__dict__["__dict__"].__get__
     layout_of, device_of, shape_of, dtype_of = (
         base.__dict__[n].__get__ for n in ("layout", "device", "shape", "dtype")
     )
@@ -120,9 +123,7 @@ def build(
         np.frombuffer, np.ndarray, np.ascontiguousarray, np.empty, np.uint8
     )  # fmt: skip
     array_interface = np.ndarray.__dict__["__array_interface__"].__get__
-    c_char, map_file = ctypes.c_char, mmap.mmap
-    # from_address as the (immutable) array metatype defines it, not as an array class may (attacker round 11)
-    from_address = type(ctypes.c_char * 1).__dict__["from_address"]
+    map_file, as_array, namespace = mmap.mmap, np.asarray, types.SimpleNamespace
     map_flags, prot_rw, page = (
         mmap.MAP_SHARED | mmap.MAP_POPULATE,
         mmap.PROT_READ | mmap.PROT_WRITE,
@@ -173,6 +174,8 @@ def build(
 
     def through_torch(offset: int, tensor: Any) -> int:
         """CUDA without CuPy: torch's own copy, once no mode is active (one would run the subject's code)."""
+        if "__del__" in class_dict(tensor_t):  # the temporaries below die in here: no finalizer of its
+            raise refused("torch.Tensor was given a __del__")
         if kernels() != registered:
             raise refused("a kernel of an operator the copy of the outputs runs was replaced")
         flat = view(reshape(contiguous(detach(tensor)), -1), uint8_t)
@@ -209,7 +212,11 @@ def build(
             host = np_empty(span, dtype=uint8)
             memcpy(array_interface(host)["data"][0], ptr, span, 2)
         else:
-            host = frombuffer(from_address(c_char * span, ptr), dtype=uint8)
+            # A view of the memory by address, through an object of an immutable type made here: a ctypes
+            # array class (`c_char * span`) is one the subject can reach and set __del__ on, which ran as the
+            # view died (attacker round 15; round 11 had set from_address there).
+            where_ = {"shape": (span,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+            host = as_array(namespace(__array_interface__=where_))
         if not is_contiguous(tensor):
             steps = (*tuple_t(s * item for s in strides), 1)
             host = as_contiguous(ndarray(shape=(*shape, item), dtype=uint8, buffer=host, strides=steps))
