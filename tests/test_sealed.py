@@ -152,6 +152,32 @@ def test_a_mode_left_active_runs_nothing_in_the_copy(region: int) -> None:
     assert copy([x], 0)[1] == [{"dtype": "float32", "shape": [4, 3]}]  # and the copy works once it is gone
 
 
+def test_an_output_with_the_python_dispatch_key_is_refused_unread(region: int) -> None:
+    """Attacker round 16: a tensor of exact type torch.Tensor can carry the Python dispatch key (a subclass's
+    instance, its class set back) and answer its own shape reads from its instance dict. Refused first."""
+    called: list[str] = []
+
+    class Sub(torch.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            raise RuntimeError("unused")
+
+    real = torch.randn(3, 4)
+    out = torch.Tensor._make_subclass(Sub, real, dispatch_sizes_strides_policy="sizes")
+    out.__class__ = torch.Tensor
+
+    def answer(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        called.append(str(func))
+        return func(*[real if a is out else a for a in args], **(kwargs or {}))
+
+    out.__torch_dispatch__ = answer  # type: ignore[method-assign]
+    assert type(out) is torch.Tensor
+    copy, _ = sealed.build(region, -1, -1)
+    with pytest.raises(PermissionError, match="Python dispatch key"):
+        copy([(real, out)], 0)
+    assert called == []
+
+
 def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     """sealed.TORCH_PATH_OPS is what the copy compares with the kernels at build: a kernel registered over an
     operator it runs outside that list would go unseen. Traced by torch's profiler (a dispatch mode, as

@@ -888,6 +888,17 @@ def test_a_module_given_a_class_of_its_own_is_refused_and_seen(tmp_path: Path) -
     assert integrity.violations() == []
 
 
+def test_work_in_an_output_that_carries_the_python_dispatch_key_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 16 (reward 3 with the static check on): an exact torch.Tensor with the Python dispatch
+    key (a subclass's instance whose class was set back) ran its product when the copy read its shape. The
+    audit hook now refuses setting an object's class to one that is not the caller's own, and the copy
+    refuses such an output before reading it."""
+    assert scan((TRUST / "python_key_output.py").read_text()) == []  # the static check does not see it
+    ev = _attack("python_key_output", tmp_path)
+    assert ev.status == "rejected" and "__class__" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
     where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""

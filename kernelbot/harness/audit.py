@@ -249,8 +249,10 @@ def build(
         if not watched and (event == "object.__setattr__" or event == "object.__delattr__"):
             if len_(args) > 1 and args[1] == "__class__":
                 # An object's class changed: a module given a class of its own answers every attribute read
-                # of the harness's with the subject's code (attacker round 15 hid a thread from the guard so).
-                watched = not own(type_(arg))
+                # of the harness's with the subject's code (attacker round 15 hid a thread from the guard so);
+                # a tensor subclass's instance made a plain tensor keeps its Python dispatch key (round 16).
+                new = args[2] if len_(args) > 2 else None
+                watched = not (own(type_(arg)) and issubclass_(type_(new), type_) and own(new))
             else:  # a class's attribute (where Python audits it), a function's code or defaults
                 watched = (type_(arg) is function_t or issubclass_(type_(arg), type_)) and not own(arg)
         if not watched:

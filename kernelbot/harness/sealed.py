@@ -111,6 +111,8 @@ def build(
     type_module, type_qualname = type.__dict__["__module__"].__get__, type.__dict__["__qualname__"].__get__
     sync = getattr(torch._C, "_cuda_synchronize", None)
     function_modes, dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+    keys_of, has_key = torch._C._dispatch_keys, torch._C.DispatchKeySet.has
+    python_keys = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
     mode_at, mode_keys = (
         torch._C._get_dispatch_mode,
         tuple(torch._C._TorchDispatchModeKey.__members__.values()),
@@ -248,6 +250,14 @@ def build(
             )
             parts: list[dict[str, Any]] = []
             for item in items:
+                # An exact tensor can still carry the Python dispatch key (made as a subclass, its class then
+                # set back), and then its getters call its __torch_dispatch__ (attacker round 16): first.
+                if type_(item) is tensor_t and (
+                    has_key(keys_of(item), python_keys[0]) or has_key(keys_of(item), python_keys[1])
+                ):
+                    raise refused(
+                        "an output carries torch's Python dispatch key (its reads would run Python)"
+                    )
                 if type_(item) is tensor_t and layout_of(item) is not strided:
                     # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten).
                     parts.append({"layout": str_t(layout_of(item))})
