@@ -178,6 +178,16 @@ def test_an_output_with_the_python_dispatch_key_is_refused_unread(region: int) -
     assert called == []
 
 
+def test_an_output_on_another_device_or_with_lazy_bits_is_not_read(region: int) -> None:
+    """Attacker round 17: a meta output sent through torch's copy ran a Meta kernel of the subject's. Only
+    CPU and CUDA outputs are read; a negative or conjugate view (whose bytes are not its values) is named."""
+    copy, _ = sealed.build(region, -1, -1)
+    with pytest.raises(PermissionError, match="meta device"):
+        copy([torch.empty(4, 4, device="meta")], 0)
+    with pytest.raises(ValueError, match="resolve_neg"):
+        copy([torch._neg_view(torch.randn(3))], 0)
+
+
 def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     """sealed.TORCH_PATH_OPS is what the copy compares with the kernels at build: a kernel registered over an
     operator it runs outside that list would go unseen. Traced by torch's profiler (a dispatch mode, as

@@ -102,6 +102,7 @@ def build(
     layout_of, device_of, shape_of, dtype_of = (
         base.__dict__[n].__get__ for n in ("layout", "device", "shape", "dtype")
     )
+    is_neg, is_conj, value_error = base.is_neg, base.is_conj, ValueError
     data_ptr, stride, element_size, numel, is_contiguous = (
         base.data_ptr, base.stride, base.element_size, base.numel, base.is_contiguous
     )  # fmt: skip
@@ -175,7 +176,8 @@ def build(
                 del pages_view  # the window closes only once no array views it
 
     def through_torch(offset: int, tensor: Any) -> int:
-        """CUDA without CuPy: torch's own copy, once no mode is active (one would run the subject's code)."""
+        """CUDA without CuPy: torch's own copy, once the kernels of the operators it runs are the ones seen at
+        build and torch.Tensor has no finalizer (the mode check is copy's)."""
         if "__del__" in class_dict(tensor_t):  # the temporaries below die in here: no finalizer of its
             raise refused("torch.Tensor was given a __del__")
         if kernels() != registered:
@@ -197,9 +199,17 @@ def build(
         if count == 0:
             return 0
         where = device_type(device_of(tensor))
+        if where != "cpu" and where != "cuda":
+            # A meta tensor holds nothing, and torch's copy from it ran a Meta kernel the subject registered
+            # for aten::copy_ (attacker round 17): an output is read from the CPU or a CUDA device only.
+            raise refused(f"an output on the {where} device (outputs are read from cpu or cuda)")
+        if is_neg(tensor) or is_conj(tensor):  # its bytes are not its values
+            raise value_error(
+                "an output is a lazy negative or conjugate view: return x.resolve_neg().resolve_conj()"
+            )
         if where == "cuda" and sync is not None:
             sync()  # its kernels ran on torch's stream; the copies below are on the legacy default one
-        if torch_path or (where == "cuda" and memcpy is None) or where not in ("cpu", "cuda"):
+        if torch_path or (where == "cuda" and memcpy is None):
             return through_torch(offset, tensor)
         ptr = data_ptr(tensor)
         if where == "cuda" and is_contiguous(tensor):

@@ -685,6 +685,13 @@ class _Scanner(ast.NodeVisitor):
                 "monkeypatch",
                 f"calls {name}({first.value!r}): kernels registered for aten replace the reference's operators too",
             )
+        elif _under(name, "torch.library") and first is not None and not isinstance(first, ast.Constant):
+            # A namespace built at run time may be aten's ("ATEN".lower(): attacker round 17).
+            self.add(
+                node,
+                "monkeypatch",
+                f"calls {name} with a namespace computed at run time: it may register kernels for aten",
+            )
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
