@@ -188,6 +188,25 @@ def test_an_output_on_another_device_or_with_lazy_bits_is_not_read(region: int) 
         copy([torch._neg_view(torch.randn(3))], 0)
 
 
+def test_an_outputs_own_device_and_layout_answers_are_not_asked(region: int) -> None:
+    """Attacker round 18: an exact tensor made with `dispatch_device`/`dispatch_layout` answers those reads
+    from a __torch_dispatch__ in its instance dict, without the Python key. The copy reads a plain alias."""
+    buf = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    out = torch.Tensor._make_subclass(torch.Tensor, buf, False, dispatch_device=True, dispatch_layout=True)
+    asked: list[str] = []
+
+    def answer(func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        asked.append(str(func))
+        return torch.strided if "layout" in str(func) else torch.device("cpu")
+
+    out.__torch_dispatch__ = answer  # type: ignore[method-assign]
+    assert type(out) is torch.Tensor and torch.Tensor.layout.__get__(out) is torch.strided and asked
+    asked.clear()
+    copy, _ = sealed.build(region, -1, -1)
+    _, specs, _ = copy([out], 0)
+    assert asked == [] and torch.equal(_read(region, specs)[0], buf)
+
+
 def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     """sealed.TORCH_PATH_OPS is what the copy compares with the kernels at build: a kernel registered over an
     operator it runs outside that list would go unseen. Traced by torch's profiler (a dispatch mode, as

@@ -910,6 +910,16 @@ def test_work_in_a_meta_kernel_the_copy_would_run_is_rejected(tmp_path: Path) ->
     assert reward(ev, None, None) == -1
 
 
+def test_work_in_an_outputs_own_device_or_layout_answer_is_not_possible(tmp_path: Path) -> None:
+    """Attacker round 18 (reward 3 with the static check on): an exact tensor made with a custom device and
+    layout answered the copy's layout read from its instance's __torch_dispatch__, which computed the
+    product. The copy reads each output through a plain alias (detach), which carries none of that."""
+    assert scan((TRUST / "custom_device_output.py").read_text()) == []  # the static check does not see it
+    ev = _attack("custom_device_output", tmp_path)
+    assert ev.status == "incorrect", ev
+    assert reward(ev, None, None) == -1
+
+
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
     where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""

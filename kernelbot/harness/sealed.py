@@ -48,8 +48,9 @@ def _not_json(value: Any) -> Any:
     raise TypeError("not JSON")
 
 
-# The ATen operators the torch path below runs (tests/test_sealed.py traces it): their kernels, as the
-# dispatcher lists them for the keys a CPU or CUDA call passes through, are held against those at build.
+# The ATen operators the copy runs (detach, for every output; the rest on the torch path below;
+# tests/test_sealed.py traces them): their kernels, as the dispatcher lists them for the keys a CPU or CUDA
+# call passes through, are held against those at build.
 TORCH_PATH_OPS = (
     "aten::alias", "aten::as_strided", "aten::clone", "aten::contiguous", "aten::copy_", "aten::detach",
     "aten::empty.memory_format", "aten::empty_like", "aten::empty_strided", "aten::reshape", "aten::slice.Tensor",
@@ -58,7 +59,7 @@ TORCH_PATH_OPS = (
 _KEYS = frozenset(
     {"CPU", "CUDA", "Autograd", "AutogradCPU", "AutogradCUDA", "AutogradOther", "ADInplaceOrView", "BackendSelect",
      "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-     "Python", "PythonDispatcher", "PythonTLSSnapshot"}
+     "AutocastCPU", "AutocastCUDA", "Python", "PythonDispatcher", "PythonTLSSnapshot"}
 )  # fmt: skip
 
 
@@ -176,12 +177,7 @@ def build(
                 del pages_view  # the window closes only once no array views it
 
     def through_torch(offset: int, tensor: Any) -> int:
-        """CUDA without CuPy: torch's own copy, once the kernels of the operators it runs are the ones seen at
-        build and torch.Tensor has no finalizer (the mode check is copy's)."""
-        if "__del__" in class_dict(tensor_t):  # the temporaries below die in here: no finalizer of its
-            raise refused("torch.Tensor was given a __del__")
-        if kernels() != registered:
-            raise refused("a kernel of an operator the copy of the outputs runs was replaced")
+        """CUDA without CuPy: torch's own copy (copy checked the modes, the kernels and torch.Tensor first)."""
         flat = view(reshape(contiguous(detach(tensor)), -1), uint8_t)
         size = numel(flat)
         for start in range_(0, size, window_size):
@@ -245,6 +241,13 @@ def build(
         # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there).
         if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
             raise refused("a torch mode was left active as the outputs were read")
+        # Each output is read through a plain alias of it (detach, below), and torch's own temporaries die in
+        # here: the kernels of the operators that run must be those seen at build, and no finalizer of the
+        # subject's may hang on torch.Tensor.
+        if "__del__" in class_dict(tensor_t):
+            raise refused("torch.Tensor was given a __del__")
+        if kernels() != registered:
+            raise refused("a kernel of an operator the copy of the outputs runs was replaced")
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)
@@ -268,6 +271,11 @@ def build(
                     raise refused(
                         "an output carries torch's Python dispatch key (its reads would run Python)"
                     )
+                if type_(item) is tensor_t:
+                    # A plain alias: an output made with a custom device or layout (`_make_subclass(...,
+                    # dispatch_device=True)`) answers those reads from its own __torch_dispatch__, even with
+                    # no Python key (attacker round 18); the alias does not carry that over.
+                    item = detach(item)
                 if type_(item) is tensor_t and layout_of(item) is not strided:
                     # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten).
                     parts.append({"layout": str_t(layout_of(item))})
