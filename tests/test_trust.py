@@ -906,7 +906,7 @@ def test_work_in_a_meta_kernel_the_copy_would_run_is_rejected(tmp_path: Path) ->
     found = scan((TRUST / "meta_output.py").read_text())
     assert any("namespace computed at run time" in f.message for f in found), found
     ev = _attack("meta_output", tmp_path)
-    assert ev.status == "rejected" and "meta device" in ev.reason, ev
+    assert ev.status == "rejected" and "Meta dispatch key" in ev.reason, ev
     assert reward(ev, None, None) == -1
 
 
@@ -917,6 +917,18 @@ def test_work_in_an_outputs_own_device_or_layout_answer_is_not_possible(tmp_path
     assert scan((TRUST / "custom_device_output.py").read_text()) == []  # the static check does not see it
     ev = _attack("custom_device_output", tmp_path)
     assert ev.status == "incorrect", ev
+    assert reward(ev, None, None) == -1
+
+
+def test_work_in_a_kernel_of_the_copys_own_detach_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 19 (reward 3 with the static check on): meta outputs, and a Meta kernel for aten::detach
+    that the copy's detach (round 18's alias) ran before the device check. The copy now refuses an output
+    with any key a plain CPU or CUDA tensor does not have before anything is dispatched on it; the static
+    check reads a torch.library namespace passed by keyword."""
+    found = scan((TRUST / "meta_detach.py").read_text())
+    assert any("torch.library" in f.message for f in found), found
+    ev = _attack("meta_detach", tmp_path)
+    assert ev.status == "rejected" and "Meta dispatch key" in ev.reason, ev
     assert reward(ev, None, None) == -1
 
 

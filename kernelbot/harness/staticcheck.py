@@ -675,6 +675,8 @@ class _Scanner(ast.NodeVisitor):
                 "calls super().forward: the reference computes the result, not a custom kernel",
             )
         first = node.args[0] if node.args else None
+        if first is None:  # the namespace by keyword (attacker round 19: Library(ns="aten", ...))
+            first = next((k.value for k in node.keywords if k.arg in ("ns", "qualname", "name")), None)
         if (
             _under(name, "torch.library")
             and isinstance(first, ast.Constant)
