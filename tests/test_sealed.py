@@ -222,6 +222,20 @@ def test_nothing_is_dispatched_on_an_output_with_other_keys(region: int) -> None
     assert ran == []
 
 
+def test_a_thread_with_other_dispatch_keys_dispatches_nothing(region: int) -> None:
+    """Attacker round 20: with the Python dispatcher on (a key of the thread's, not the tensor's), the copy's
+    detach ran an operator's py_impl kernel. Refused before any output is touched."""
+    copy, _ = sealed.build(region, -1, -1)
+    x = torch.randn(3)
+    switch = torch._C._EnablePythonDispatcher()
+    try:
+        with pytest.raises(PermissionError, match="dispatch keys"):
+            copy([x], 0)
+    finally:
+        del switch
+    assert copy([x], 0)[1] == [{"dtype": "float32", "shape": [3]}]
+
+
 def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     """sealed.TORCH_PATH_OPS is what the copy compares with the kernels at build: a kernel registered over an
     operator it runs outside that list would go unseen. Traced by torch's profiler (a dispatch mode, as

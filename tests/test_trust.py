@@ -932,6 +932,17 @@ def test_work_in_a_kernel_of_the_copys_own_detach_is_rejected(tmp_path: Path) ->
     assert reward(ev, None, None) == -1
 
 
+def test_work_in_a_python_dispatcher_kernel_the_copy_would_run_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 20 (reward 3 with the static check on): the Python dispatcher left on by the timed
+    calls, and a py_impl kernel of aten::detach that the copy's detach ran. The copy compares the thread's
+    dispatch-key sets with those at build before it touches an output; the static check names the switch."""
+    found = scan((TRUST / "python_dispatcher.py").read_text())
+    assert any("_EnablePythonDispatcher" in f.message for f in found), found
+    ev = _attack("python_dispatcher", tmp_path)
+    assert ev.status == "rejected" and "dispatch keys" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
     where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""

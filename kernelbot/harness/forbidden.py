@@ -104,6 +104,14 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "torch._C._push_on_torch_dispatch_stack",
             "torch._C._set_dispatch_mode",
             "torch._C._dispatch_library",
+            # The Python dispatcher and the thread's dispatch-key sets: an operator's py_impl kernels run for
+            # every caller while they are on (attacker round 20, in the copy of the outputs).
+            "torch._C._EnablePythonDispatcher",
+            "torch._C._IncludeDispatchKeyGuard",
+            "torch._C._ExcludeDispatchKeyGuard",
+            "torch._C._dispatch_tls_set_dispatch_key_included",
+            "torch._C._dispatch_tls_set_dispatch_key_excluded",
+            "torch._dispatch",
         ),
         "a tensor subclass or dispatch hook can defer or fake the computation the harness checks",
     ),

@@ -235,9 +235,17 @@ def _key_of(line: str) -> str:
     return line.partition(":")[0].removesuffix(" (inactive)").removesuffix("[alias]")
 
 
+_included, _excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set
+_keys_text = torch._C.DispatchKeySet.__repr__
+_THREAD_KEYS = (_keys_text(_included()), _keys_text(_excluded()))  # before any subject code runs
+
+
 def _modes() -> list[str]:
-    """Modes active on torch's stacks: each runs on every torch call after it, the harness's own included."""
+    """Modes active on torch's stacks, and the thread's dispatch-key sets changed (the Python dispatcher left
+    on runs operators' py_impl kernels): each runs on every torch call after it, the harness's own included."""
     active = []
+    if (_keys_text(_included()), _keys_text(_excluded())) != _THREAD_KEYS:
+        active.append("changed dispatch keys of the thread")
     for kind, depth in (("function", _function_modes()), ("dispatch", _dispatch_modes())):
         if depth:
             active.append(f"{depth} torch {kind} mode(s)")

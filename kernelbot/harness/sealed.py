@@ -119,6 +119,7 @@ def build(
     sync = getattr(torch._C, "_cuda_synchronize", None)
     function_modes, dispatch_modes = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
     keys_of, keys_text = torch._C._dispatch_keys, torch._C.DispatchKeySet.__repr__
+    included, excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set
     plain_keys, sparse_keys, lazy_keys = _PLAIN_KEYS, _SPARSE_KEYS, frozenset({"Negative", "Conjugate"})
     set_t, split_by, sorted_ = frozenset, str.split, sorted
     mode_at, mode_keys = (
@@ -161,6 +162,9 @@ def build(
         return found
 
     registered = kernels()
+    # The thread's own dispatch-key sets, as they are with no subject code on the stack: dispatch adds them to
+    # a tensor's keys (the Python dispatcher left on ran a py_impl kernel of aten::detach: attacker round 20).
+    thread_keys = (keys_text(included()), keys_text(excluded()))
 
     def round_up(nbytes: int) -> int:
         return -(-nbytes // page) * page
@@ -250,6 +254,8 @@ def build(
         # Each output is read through a plain alias of it (detach, below), and torch's own temporaries die in
         # here: the kernels of the operators that run must be those seen at build, and no finalizer of the
         # subject's may hang on torch.Tensor.
+        if (keys_text(included()), keys_text(excluded())) != thread_keys:
+            raise refused("the thread's dispatch keys were changed (the Python dispatcher left on?)")
         if "__del__" in class_dict(tensor_t):
             raise refused("torch.Tensor was given a __del__")
         if kernels() != registered:
