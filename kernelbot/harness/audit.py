@@ -60,7 +60,7 @@ _IMPORT_STEPS = frozenset({"_load_unlocked", "_find_and_load_unlocked", "exec_mo
 
 
 def _dirs(paths: set[str]) -> tuple[str, ...]:
-    return tuple(os.path.join(os.path.realpath(p), "") for p in paths if p)
+    return places([p for p in paths if p])
 
 
 def _stdlib_dirs() -> tuple[str, ...]:

@@ -105,15 +105,12 @@ def build(
     failures, refused = (Exception,), PermissionError
     tensor_t, base = torch.Tensor, torch._C.TensorBase
     class_dict = type.__dict__["__dict__"].__get__
-    layout_of, device_of, shape_of, dtype_of = (
-        base.__dict__[n].__get__ for n in ("layout", "device", "shape", "dtype")
-    )
-    is_neg, is_conj, value_error = base.is_neg, base.is_conj, ValueError
+    device_of, shape_of, dtype_of = (base.__dict__[n].__get__ for n in ("device", "shape", "dtype"))
+    value_error = ValueError
     data_ptr, stride, element_size, numel, is_contiguous = (
         base.data_ptr, base.stride, base.element_size, base.numel, base.is_contiguous
     )  # fmt: skip
     device_type = torch.device.__dict__["type"].__get__
-    strided = torch.strided
     dtype_str = torch.dtype.__str__
     type_module, type_qualname = type.__dict__["__module__"].__get__, type.__dict__["__qualname__"].__get__
     sync = getattr(torch._C, "_cuda_synchronize", None)
@@ -204,15 +201,7 @@ def build(
         item, count = element_size(tensor), numel(tensor)
         if count == 0:
             return 0
-        where = device_type(device_of(tensor))
-        if where != "cpu" and where != "cuda":
-            # A meta tensor holds nothing, and torch's copy from it ran a Meta kernel the subject registered
-            # for aten::copy_ (attacker round 17): an output is read from the CPU or a CUDA device only.
-            raise refused(f"an output on the {where} device (outputs are read from cpu or cuda)")
-        if is_neg(tensor) or is_conj(tensor):  # its bytes are not its values
-            raise value_error(
-                "an output is a lazy negative or conjugate view: return x.resolve_neg().resolve_conj()"
-            )
+        where = device_type(device_of(tensor))  # cpu or cuda: copy() let only a plain tensor's keys through
         if where == "cuda" and sync is not None:
             sync()  # its kernels ran on torch's stream; the copies below are on the legacy default one
         if torch_path or (where == "cuda" and memcpy is None):
@@ -301,10 +290,7 @@ def build(
                     # dispatch_device=True)`) answers those reads from its own __torch_dispatch__, even with
                     # no Python key (attacker round 18); the alias does not carry that over.
                     item = detach(item)
-                if type_(item) is tensor_t and layout_of(item) is not strided:
-                    # A sparse (or other layout) output: compared as a dense tensor only (compare.flatten).
-                    parts.append({"layout": str_t(layout_of(item))})
-                elif type_(item) is tensor_t:
+                if type_(item) is tensor_t:
                     spec = {
                         "dtype": remove_prefix(dtype_str(dtype_of(item)), "torch."),
                         "shape": list_t(shape_of(item)),

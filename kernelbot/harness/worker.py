@@ -146,10 +146,7 @@ class Subject:
             out = call(self.fn, clone(inputs), self.who, self.timer)
             # Copied before the guard looks (a hook the guard's own calls would set off finds them copied);
             # an untimed call has nothing to gain from work done later anyway.
-            try:
-                more, written, end = copy([out], end)
-            except PermissionError as exc:  # the copy's refusal: an output it will not read
-                raise Failure("rejected", f"anti-hack check: {exc}") from None
+            more, written, end = _copied(copy, [out], end)
             described += more
             specs += written
             self.guard()
@@ -267,6 +264,14 @@ class Subject:
         }
 
 
+def _copied(copy: sealed.Copy, values: list[Any], start: int) -> tuple[list[Any], list[Any], int]:
+    """The sealed copy outside a timed sample's tail: its refusal (an output it will not read) is a rejection."""
+    try:
+        return copy(values, start)
+    except PermissionError as exc:
+        raise Failure("rejected", f"anti-hack check: {exc}") from None
+
+
 def main() -> None:
     from_judge, to_judge, region, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     lazy = sys.argv[5:] == ["lazy"]  # started ahead: the device waits for the judge's hello
@@ -349,10 +354,7 @@ def main() -> None:
             elif kind == "go":
                 answer, timed = {"ok": True, **subject.go()}, True
             elif kind == "outputs":
-                try:
-                    described, specs, _ = copy(subject.outputs, 0)
-                except PermissionError as exc:
-                    raise Failure("rejected", f"anti-hack check: {exc}") from None
+                described, specs, _ = _copied(copy, subject.outputs, 0)
                 answer = {"ok": True, "outputs": described}
             elif kind == "guard":  # asked once a timing's outputs are checked: nothing of them can change now
                 subject.guard()
