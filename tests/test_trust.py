@@ -428,7 +428,11 @@ def test_a_slowed_calibration_does_not_let_the_margin_cover_a_whole_sample(tmp_p
     ev = _attack("short_samples", tmp_path, CHECK_CALLS=2 * SETTINGS.seeds)
     assert honest.ok and honest.timing is not None and honest.timing.calls_per_sample > 1
     assert ev.ok and ev.timing is not None, ev.reason  # nothing it does is refused: the clock must hold
-    assert "the judge chose" in (ev.timing.sample_note or ""), ev.timing
+    if DEVICE == "cpu":
+        # On CUDA the attack misses its mark (an H100, 2026-12-06): its count of the check's calls is the
+        # CPU's, so the sleeps land outside the calibration, which then chooses honest calls a sample; and
+        # the clock it fakes is the CPU timer's, not CUDA's events. The judge then has nothing to choose.
+        assert "the judge chose" in (ev.timing.sample_note or ""), ev.timing
     assert ev.timing.calls_per_sample > 1 and ev.timing.median_ms > 0.5 * honest.timing.median_ms
 
 
@@ -940,6 +944,38 @@ def test_work_in_a_python_dispatcher_kernel_the_copy_would_run_is_rejected(tmp_p
     assert any("_EnablePythonDispatcher" in f.message for f in found), found
     ev = _attack("python_dispatcher", tmp_path)
     assert ev.status == "rejected" and "dispatch keys" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_work_in_a_kernel_of_the_input_refresh_is_rejected(tmp_path: Path) -> None:
+    """Attacker round 21 (reward 3 with the static check on): a Python kernel of aten::where.self, which the
+    subject's input refresh runs, computed each sample's products there, and a proxy for torch.cuda removed it
+    when the guard first read through it. Each of a candidate's copies now holds the refresh's kernels to
+    those at load (the check's first copy refuses it); the static check names the registration through an
+    alias, torch reached as another module's global, and the below-autograd guard."""
+    found = {f.message.split(":")[0] for f in scan((TRUST / "where_in_the_refresh.py").read_text())}
+    assert "takes torch.library.Library as a value" in found, found
+    assert "uses torch._C._AutoDispatchBelowAutograd" in found, found
+    assert "passes the module torch around as a value" in found, found
+    ev = _attack("where_in_the_refresh", tmp_path)
+    assert ev.status == "rejected" and "the input refresh" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("restoring_proxy", "torch.cuda was replaced"),
+        ("collector_callback", "garbage-collector callback"),
+        ("odd_key", "torch was given a name that is not a plain string"),
+    ],
+)
+def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
+    """Round 21's cover and its kin, each with honest work: a replacement that restores itself when read
+    through (the guard compares namespaces before it reads through any name), a collector callback (it
+    would run in whichever step allocates), a namespace key whose __eq__ the guard's lookups would call."""
+    ev = _attack(name, tmp_path)
+    assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1
 
 

@@ -111,6 +111,10 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "torch._C._ExcludeDispatchKeyGuard",
             "torch._C._dispatch_tls_set_dispatch_key_included",
             "torch._C._dispatch_tls_set_dispatch_key_excluded",
+            # Below-autograd dispatch: what a Python kernel registered on an autograd key calls to reach the
+            # real one (attacker round 21's kernel of aten::where, run by the input refresh).
+            "torch._C._AutoDispatchBelowAutograd",
+            "torch._C._AutoDispatchBelowADInplaceOrView",
             "torch._dispatch",
         ),
         "a tensor subclass or dispatch hook can defer or fake the computation the harness checks",
@@ -367,6 +371,8 @@ REEXPORTED = frozenset(
         "multiprocessing",
         "importlib",
         "kernelbot",
+        # `torch.nn.functional.torch` is torch (attacker round 21 replaced torch.cuda through it)
+        "torch",
     }
 )
 # Namespaces that hold forbidden names, which `from torch import cuda` style aliases may stand for: passed

@@ -123,6 +123,10 @@ _HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__del__"}
 _MAY_CHANGE = frozenset({"torch.nn.Module.__init__", "torch.nn.Module.__setstate__", "random._sha512"})
 
 
+# Bound at import, before any subject code: read at guard time, a replacement of it would run in the guard.
+_DISABLE_DYNAMO = getattr(torch, "_disable_dynamo", None)
+
+
 def _rewrapped_by_torch(new: Any, old: Any) -> bool:
     """Whether `new` is torch._disable_dynamo's wrapper around `old` itself.
 
@@ -130,7 +134,7 @@ def _rewrapped_by_torch(new: Any, old: Any) -> bool:
     same behaviour, which an honest candidate must not be rejected for. The wrapper's code object and its
     closure are checked, not its name or __wrapped__, which anyone can set.
     """
-    wrap = getattr(torch, "_disable_dynamo", None)
+    wrap = _DISABLE_DYNAMO
     # Exact types first: a stand-in of the subject's could answer __code__ and __closure__ as it pleased.
     if wrap is None or type(new) is not types.FunctionType:
         return False
@@ -376,19 +380,19 @@ class Integrity:
             self._counting, self._tasks_from = True, last_task_id()
 
     def violations(self) -> list[str]:
+        """What the subject left changed. The namespaces, kernels, modes and flags are compared first, by reads
+        that call none of the subject's code; the getters (attribute chains such as torch.cuda.synchronize)
+        last: a replacement read through them runs, and round 21's put everything back from there."""
         found = []
-        for name, get in self._getters.items():
-            try:
-                now = get()
-                if now is not self._identity[name] and not _rewrapped_by_torch(now, self._identity[name]):
-                    found.append(f"{name} was replaced")
-            except AttributeError:
-                found.append(f"{name} was removed")
         missing = object()
         for space, (obj, before) in self._spaces.items():
             if type(obj) is not self._classes[space]:  # a module given a class of its own (__getattribute__)
                 found.append(f"{space} was given another class")
+                continue  # vars() of it would call that class's code
             now = vars(obj)
+            if any(type(key) is not str for key in now):  # a key's __eq__ would run in the lookups below
+                found.append(f"{space} was given a name that is not a plain string")
+                continue
             for attr, value in before.items():
                 if f"{space}.{attr}" in _MAY_CHANGE:
                     continue
@@ -422,6 +426,13 @@ class Integrity:
         for key, value in self._flags.items():
             if flags[key] != value:
                 found.append(f"precision flag {key} changed from {value} to {flags[key]}")
+        for name, get in self._getters.items():
+            try:
+                now = get()
+                if now is not self._identity[name] and not _rewrapped_by_torch(now, self._identity[name]):
+                    found.append(f"{name} was replaced")
+            except AttributeError:
+                found.append(f"{name} was removed")
         new_threads = set(_thread_ids()) - self._threads
         if new_threads:
             found.append(f"started threads that outlive the call ({len(new_threads)})")

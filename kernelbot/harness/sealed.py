@@ -69,14 +69,26 @@ _KEYS = frozenset(
 
 
 def build(
-    region: int, to_fd: int, from_fd: int, cuda_memcpy: Any = None, *, torch_path: bool = False
+    region: int,
+    to_fd: int,
+    from_fd: int,
+    cuda_memcpy: Any = None,
+    *,
+    torch_path: bool = False,
+    watched: tuple[str, ...] = (),
 ) -> tuple[Copy, Tail]:
     """`copy(values, start)`: each call's output described, exact tensors written into the region from offset
     `start` (page-aligned, one after another, as link.layout derives them), with their specs and the end.
     `tail(answer, outputs)`: send a timed sample's answer (a whole frame), then serve the judge's `outputs`
     commands from `outputs` until another command comes, which is returned (None: the judge is gone).
     `cuda_memcpy`: CuPy's cudaMemcpy where outputs may be on the GPU (without it, torch's copy).
-    `torch_path`: every tensor through torch's copy (tests: the path CUDA without CuPy takes)."""
+    `torch_path`: every tensor through torch's copy (tests: the path CUDA without CuPy takes).
+    `watched`: more ATen operators whose kernels each copy holds against those at build: the ones the harness
+    runs in this process between samples (guards.HARNESS_OPS, the input refresh). A kernel of the subject's
+    in the refresh did a sample's work there, where the clock charges only beyond the judge's own refresh, and
+    removed itself when the guard first read a name (attacker round 21): a copy of any sample may be asked
+    for, so such a kernel must be gone before each sample's outputs are read, and nothing of the subject's
+    runs between a copy and the next refresh to put it back."""
     encoder = getattr(json.encoder, "c_make_encoder", None)
     scanner = getattr(json.scanner, "c_make_scanner", None)
     if encoder is None or scanner is None:
@@ -141,7 +153,11 @@ def build(
     gc_enabled, gc_disable, gc_enable, sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
     block, set_mask, all_signals = signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
     memcpy, owner = cuda_memcpy, getpid()
-    dump, ops, keys = torch._C._dispatch_dump, TORCH_PATH_OPS, _KEYS
+    dump, ops, keys = torch._C._dispatch_dump, tuple(sorted(set(TORCH_PATH_OPS) | set(watched))), _KEYS
+    # The collector's callbacks (this list is the one the collector calls: rebinding gc.callbacks does not
+    # change it) run inside whichever harness step happens to allocate.
+    collector_callbacks = gc.callbacks
+    callbacks_at_build = len(collector_callbacks)
     split_lines, partition = str.splitlines, str.partition
     remove_suffix = str.removesuffix
 
@@ -248,7 +264,12 @@ def build(
         if "__del__" in class_dict(tensor_t):
             raise refused("torch.Tensor was given a __del__")
         if kernels() != registered:
-            raise refused("a kernel of an operator the copy of the outputs runs was replaced")
+            raise refused(
+                "a kernel of an operator the harness runs in this process (the outputs' copy, the input "
+                "refresh) was replaced"
+            )
+        if len_(collector_callbacks) != callbacks_at_build:
+            raise refused("a garbage-collector callback was registered (it runs inside the harness's steps)")
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)

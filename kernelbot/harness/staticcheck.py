@@ -82,6 +82,7 @@ class _Scanner(ast.NodeVisitor):
         self.findings: list[Finding] = []
         self.docstrings: set[int] = set()  # id() of docstring constants, which name things without using them
         self.exempt: set[int] = set()  # id() of nodes already judged harmless (a wrapped current stream)
+        self.called: set[int] = set()  # id() of the expressions called (a Call's func)
         self.modules: set[str] = set()  # local names bound by `import x` / `import x as y`: modules for sure
         self.star_modules: list[str] = []  # modules imported with `from m import *`
         self.bound: set[str] = set()  # every name the file binds itself (which shadows a star import)
@@ -572,6 +573,7 @@ class _Scanner(ast.NodeVisitor):
         elif node.id in self.aliases and isinstance(node.ctx, ast.Load):
             self.check_name(node, self.aliases[node.id])
             self.escaped(node)
+            self.library_value(node, self.aliases[node.id])
         elif isinstance(node.ctx, ast.Load) and node.id not in self.bound:
             for module in self.star_modules:  # `fork()` after `from os import *` is os.fork
                 if self.check_name(node, f"{module}.{node.id}"):
@@ -605,10 +607,22 @@ class _Scanner(ast.NodeVisitor):
         if name is not None and self.is_module_path(node):
             self.check_name(node, name)
             self.escaped(node)
+            self.library_value(node, name)
         else:
             self.generic_visit(node)
 
+    def library_value(self, node: ast.expr, name: str) -> None:
+        """A torch.library function or class taken as a value (`make = torch.library.Library`): its calls, under
+        another name, would register kernels out of sight of the namespace check in visit_Call (round 21)."""
+        if name.startswith("torch.library.") and id(node) not in self.called:
+            self.add(
+                node,
+                "monkeypatch",
+                f"takes {name} as a value: registrations through it hide their namespace from this scan",
+            )
+
     def visit_Call(self, node: ast.Call) -> None:
+        self.called.add(id(node.func))
         name = self.dotted(node.func) or ""
         if name in STREAM_WRAPPERS and any(
             isinstance(sub, ast.Attribute) and sub.attr in ("current_stream", "get_current_stream")

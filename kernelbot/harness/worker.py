@@ -325,7 +325,9 @@ def main() -> None:
                 seconds, _ = timer.one_sample(torch.Tensor.add_, [[tick, 1]], calls)
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
             elif kind == "load" and timer is not None:
-                copy, tail = sealed.build(region, to_judge, from_judge, link.cuda_memcpy)
+                # A candidate's copies also hold the input refresh's kernels to those at load (round 21).
+                watched = guards.HARNESS_OPS if cmd["job"].get("subject") == "candidate" else ()
+                copy, tail = sealed.build(region, to_judge, from_judge, link.cuda_memcpy, watched=watched)
                 seed_all(0)
                 subject = Subject(cmd["job"], timer)
                 answer = {"ok": True}
