@@ -962,18 +962,35 @@ def test_work_in_a_kernel_of_the_input_refresh_is_rejected(tmp_path: Path) -> No
     assert reward(ev, None, None) == -1
 
 
+def test_work_in_a_finalizer_the_collector_runs_in_the_refresh_is_not_done_there(tmp_path: Path) -> None:
+    """Attacker round 22 (reward 3 with the static check on, 6x eager): a __del__ in a self-renewing cycle,
+    the collector's threshold lowered, computed each set's product as the refresh rewrote it. The collector
+    is off from each timed sample's answer on, and a prep turns it off again, so its finalizer never runs
+    there: the timed calls do the work (5.8x 'faster' than the honest candidate before, here). The static
+    check names getattr taken as a value, which is how it reached gc."""
+    found = {f.message.split(":")[0] for f in scan((TRUST / "collector_finalizer.py").read_text())}
+    assert "takes getattr as a value" in found, found
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("collector_finalizer", tmp_path)
+    assert honest.ok and honest.timing is not None
+    assert ev.ok and ev.timing is not None, ev.reason  # nothing it does is refused: the work must be timed
+    assert ev.timing.median_ms > 0.5 * honest.timing.median_ms, (ev.timing, honest.timing)
+
+
 @pytest.mark.parametrize(
     ("name", "said"),
     [
         ("restoring_proxy", "torch.cuda was replaced"),
         ("collector_callback", "garbage-collector callback"),
         ("odd_key", "torch was given a name that is not a plain string"),
+        ("signal_timer", "a signal handler was set"),
     ],
 )
 def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
     """Round 21's cover and its kin, each with honest work: a replacement that restores itself when read
     through (the guard compares namespaces before it reads through any name), a collector callback (it
-    would run in whichever step allocates), a namespace key whose __eq__ the guard's lookups would call."""
+    would run in whichever step allocates), a namespace key whose __eq__ the guard's lookups would call, a
+    signal handler with an interval timer (it would run between any two bytecodes of the refresh)."""
     ev = _attack(name, tmp_path)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1

@@ -12,7 +12,7 @@ imported, as closures over values bound then. Its code reads no global and no bu
 says so), calls C functions only, on objects whose exact type it checks first, and is held only by
 `worker.main`'s locals: a closure's cells can be rewritten through `__closure__`, which Python does not
 audit, so being out of reach (frames are refused by the audit hook) is what keeps them. Signals wait and the
-cyclic collector is off from the answer to the copy; no object of a class the subject can reach is made and
+cyclic collector is off from the answer on (and stays off for the rest of the timing); no object of a class the subject can reach is made and
 dropped there (a __del__ on it would run, cyclic collector or not: attacker round 15), and a torch mode is
 refused before any tensor is read (its getters would call one: round 14).
 
@@ -22,6 +22,7 @@ What is left is below Python: native code of the candidate's can hook the C libr
 
 from __future__ import annotations
 
+import _signal
 import gc
 import json
 import json.decoder
@@ -150,7 +151,7 @@ def build(
         mmap.PAGESIZE,
     )
     window_size = WINDOW
-    gc_enabled, gc_disable, gc_enable, sigmask = gc.isenabled, gc.disable, gc.enable, signal.pthread_sigmask
+    gc_disable, sigmask = gc.disable, signal.pthread_sigmask
     block, set_mask, all_signals = signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
     memcpy, owner = cuda_memcpy, getpid()
     dump, ops, keys = torch._C._dispatch_dump, tuple(sorted(set(TORCH_PATH_OPS) | set(watched))), _KEYS
@@ -158,6 +159,11 @@ def build(
     # change it) run inside whichever harness step happens to allocate.
     collector_callbacks = gc.callbacks
     callbacks_at_build = len(collector_callbacks)
+    # Python-level signal handlers run between any two bytecodes of the harness's steps (an interval timer
+    # would run one inside every refresh): each must still be the one at build.
+    getsignal = _signal.getsignal  # C's: signal.getsignal is a Python wrapper that makes enums
+    signal_numbers = tuple(map(int_t, signal.valid_signals()))
+    handlers_at_build = tuple(getsignal(number) for number in signal_numbers)
     split_lines, partition = str.splitlines, str.partition
     remove_suffix = str.removesuffix
 
@@ -270,6 +276,9 @@ def build(
             )
         if len_(collector_callbacks) != callbacks_at_build:
             raise refused("a garbage-collector callback was registered (it runs inside the harness's steps)")
+        for number, handler in zip_(signal_numbers, handlers_at_build):
+            if getsignal(number) is not handler:
+                raise refused("a signal handler was set (it runs inside the harness's steps)")
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)
@@ -375,7 +384,9 @@ def build(
     def tail(answer: bytes, outputs: list[Any]) -> dict[str, Any] | None:
         if getpid() != owner:  # a fork of the subject's: it has no business on the judge's pipe
             return None
-        collecting = gc_enabled()
+        # The cyclic collector goes off here and stays off: the worker keeps it off for the rest of a timing
+        # (its prep turns it off again, in case a timed call turned it on). A collection in the next refresh
+        # ran a finalizer of the subject's there, which did the next sample's work (attacker round 22).
         gc_disable()
         blocked = sigmask(block, all_signals)
         try:
@@ -388,7 +399,5 @@ def build(
                 send(answer_outputs(outputs, nonce if type_(nonce) is int_t else None))
         finally:
             sigmask(set_mask, blocked)
-            if collecting:
-                gc_enable()
 
     return copy, tail

@@ -574,7 +574,9 @@ class _Scanner(ast.NodeVisitor):
             self.check_name(node, self.aliases[node.id])
             self.escaped(node)
             self.library_value(node, self.aliases[node.id])
+            self.lookup_value(node, self.aliases[node.id])
         elif isinstance(node.ctx, ast.Load) and node.id not in self.bound:
+            self.lookup_value(node, node.id)
             for module in self.star_modules:  # `fork()` after `from os import *` is os.fork
                 if self.check_name(node, f"{module}.{node.id}"):
                     break
@@ -608,8 +610,19 @@ class _Scanner(ast.NodeVisitor):
             self.check_name(node, name)
             self.escaped(node)
             self.library_value(node, name)
+            self.lookup_value(node, name)
         else:
             self.generic_visit(node)
+
+    def lookup_value(self, node: ast.expr, name: str) -> None:
+        """getattr and its kin taken as values (`get = getattr`): the names their calls then reach are out of
+        the sight of computed_name, which judges only their direct calls (round 22 reached gc so)."""
+        if (name in NAME_LOOKUPS or name in ("vars", "hasattr")) and id(node) not in self.called:
+            self.add(
+                node,
+                "dynamic-code",
+                f"takes {name} as a value: the names its calls reach hide from this scan",
+            )
 
     def library_value(self, node: ast.expr, name: str) -> None:
         """A torch.library function or class taken as a value (`make = torch.library.Library`): its calls, under

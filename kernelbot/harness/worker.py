@@ -12,6 +12,7 @@ The in-process guards and the audit hook are a first layer, not the one that hol
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import time
@@ -290,6 +291,9 @@ def main() -> None:
     copy: sealed.Copy | None = None
     tail: sealed.Tail | None = None
     pending: dict[str, Any] | None = None  # a command the tail of a timed sample read
+    # Bound here, out of the subject's reach like the tail (which turns the collector off after each timed
+    # sample): a prep turns it off again, so that no finalizer of the subject's runs in a refresh.
+    collector_off = gc.disable
 
     while True:
         if pending is None:
@@ -351,6 +355,7 @@ def main() -> None:
                         ),
                     }
             elif kind == "prep":
+                collector_off()
                 subject.prep(int(cmd["seed"]))
                 answer = {"ok": True}
             elif kind == "go":
