@@ -14,7 +14,7 @@ from kernelbot.harness import link, sealed
 
 def _send(fd: int, region: int, header: dict, tensors: list[torch.Tensor]) -> None:
     """The subject's side of one answer: each tensor into the region, then the header."""
-    copy, _ = sealed.build(region, fd, -1)
+    copy, _, _ = sealed.build(region, fd, -1)
     _, specs, _ = copy([tuple(tensors)], 0)
     link.send(fd, header, specs)
 
@@ -144,7 +144,7 @@ def test_outputs_of_a_failed_answer_are_freed_not_announced() -> None:
     region = link.shared_region(1 << 30)
     read_fd, write_fd = os.pipe()
     try:
-        copy, _ = sealed.build(region, write_fd, read_fd)
+        copy, _, _ = sealed.build(region, write_fd, read_fd)
         copy([torch.randn(1 << 20)], 0)
         link.free(region, os.fstat(region).st_size)  # what the worker does with a failed answer's outputs
         link.send(write_fd, {"ok": False, "status": "crashed"})

@@ -64,7 +64,7 @@ def test_outputs_of_every_shape_arrive_as_they_were(region: int, torch_path: boo
     by address (the CPU and CuPy path) and through torch's copy (CUDA without CuPy)."""
     base = torch.randn(300, 200)
     tensors = [base, base.t(), base[::3, 1::2], torch.empty(0, 5), torch.randn(7, 9).half(), torch.arange(5)]
-    copy, _ = sealed.build(region, -1, -1, torch_path=torch_path)
+    copy, _, _ = sealed.build(region, -1, -1, torch_path=torch_path)
     described, specs, end = copy([(*tensors, 2.5, None)], 0)
     assert described == [
         [
@@ -82,7 +82,7 @@ def test_outputs_of_every_shape_arrive_as_they_were(region: int, torch_path: boo
 
 
 def test_a_sparse_output_is_named_not_copied(region: int) -> None:
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     described, specs, _ = copy([torch.eye(3).to_sparse()], 0)
     assert described == [[False, [{"layout": "sparse"}]]] and specs == []
 
@@ -99,7 +99,7 @@ def test_a_type_that_names_itself_with_an_object_runs_nothing(region: int) -> No
         __str__ = __repr__ = lambda self: ran.append("str") or "x"
 
     odd = type("Odd", (), {"__module__": Name()})
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     described, _, _ = copy([odd()], 0)
     assert described == [[False, [{"type": "?.Odd"}]]] and ran == []
 
@@ -112,7 +112,7 @@ def test_a_patched_ctypes_array_class_does_not_read_the_outputs(
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
     span = x.numel() * x.element_size()
     monkeypatch.setattr(ctypes.c_char * span, "from_address", lambda ptr: bytes(span), raising=False)
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     _, specs, _ = copy([x], 0)
     assert torch.equal(_read(region, specs)[0], x.contiguous())
 
@@ -120,7 +120,7 @@ def test_a_patched_ctypes_array_class_does_not_read_the_outputs(
 def test_the_torch_path_refuses_a_mode_or_a_replaced_kernel(region: int) -> None:
     """A mode left on torch's stack, or a kernel registered over one the copy runs, would run the subject's
     code as its outputs are read: refused, before any byte is copied."""
-    copy, _ = sealed.build(region, -1, -1, torch_path=True)
+    copy, _, _ = sealed.build(region, -1, -1, torch_path=True)
     x = torch.randn(4)
     with Passing(), pytest.raises(PermissionError, match="mode"):
         copy([x], 0)
@@ -145,7 +145,7 @@ def test_a_mode_left_active_runs_nothing_in_the_copy(region: int) -> None:
 
     x = torch.randn(4, 3)
     values = [x, (x.t(),)]
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     with Recording(), pytest.raises(PermissionError, match="mode"):
         copy(values, 0)
     assert seen == []
@@ -172,7 +172,7 @@ def test_an_output_with_the_python_dispatch_key_is_refused_unread(region: int) -
 
     out.__torch_dispatch__ = answer  # type: ignore[method-assign]
     assert type(out) is torch.Tensor
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     with pytest.raises(PermissionError, match=r"Python.* dispatch key"):
         copy([(real, out)], 0)
     assert called == []
@@ -181,7 +181,7 @@ def test_an_output_with_the_python_dispatch_key_is_refused_unread(region: int) -
 def test_an_output_on_another_device_or_with_lazy_bits_is_not_read(region: int) -> None:
     """Attacker round 17: a meta output sent through torch's copy ran a Meta kernel of the subject's. Only
     CPU and CUDA outputs are read; a negative or conjugate view (whose bytes are not its values) is named."""
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     with pytest.raises(PermissionError, match="Meta dispatch key"):
         copy([torch.empty(4, 4, device="meta")], 0)
     with pytest.raises(ValueError, match="negative or conjugate view"):
@@ -202,7 +202,7 @@ def test_an_outputs_own_device_and_layout_answers_are_not_asked(region: int) -> 
     out.__torch_dispatch__ = answer  # type: ignore[method-assign]
     assert type(out) is torch.Tensor and torch.Tensor.layout.__get__(out) is torch.strided and asked
     asked.clear()
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     _, specs, _ = copy([out], 0)
     assert asked == [] and torch.equal(_read(region, specs)[0], buf)
 
@@ -214,7 +214,7 @@ def test_nothing_is_dispatched_on_an_output_with_other_keys(region: int) -> None
     library = torch.library.Library("aten", "IMPL", "Meta")
     try:
         library.impl("detach", lambda t: ran.append("detach") or t.new_empty(t.shape), "Meta")
-        copy, _ = sealed.build(region, -1, -1)
+        copy, _, _ = sealed.build(region, -1, -1)
         with pytest.raises(PermissionError, match="Meta dispatch key"):
             copy([torch.empty(4, device="meta")], 0)
     finally:
@@ -225,7 +225,7 @@ def test_nothing_is_dispatched_on_an_output_with_other_keys(region: int) -> None
 def test_a_thread_with_other_dispatch_keys_dispatches_nothing(region: int) -> None:
     """Attacker round 20: with the Python dispatcher on (a key of the thread's, not the tensor's), the copy's
     detach ran an operator's py_impl kernel. Refused before any output is touched."""
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     x = torch.randn(3)
     switch = torch._C._EnablePythonDispatcher()
     try:
@@ -242,7 +242,7 @@ def test_the_torch_path_runs_only_the_operators_it_holds() -> None:
     guards.ops_run_by uses, is what the copy refuses to run under)."""
     region = link.shared_region(1 << 20)
     try:
-        copy, _ = sealed.build(region, -1, -1, torch_path=True)
+        copy, _, _ = sealed.build(region, -1, -1, torch_path=True)
         values = [torch.randn(5, 3).t(), torch.arange(6)]
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as traced:
             copy(values, 0)
@@ -259,7 +259,7 @@ def test_the_copy_enters_no_python_but_its_own(region: int, monkeypatch: pytest.
     with a finalizer on each ctypes array class a view of the outputs could be made of (attacker round 15's
     __del__ on `c_char * span` ran as the view died)."""
     own = set(_nested(sealed.build.__code__))
-    copy, _ = sealed.build(region, -1, -1)
+    copy, _, _ = sealed.build(region, -1, -1)
     values = [torch.randn(300, 200), (torch.randn(30, 20).t(), 2.5), [torch.arange(9)[::2]]]
     fired: list[int] = []
     for t in (values[0], values[1][0], values[2][0]):  # the span each view covers (strided ones included)
@@ -300,7 +300,7 @@ def test_the_tail_sends_the_answer_serves_the_copy_and_hands_back_the_next_comma
         os.write(
             from_judge_w, _frame({"cmd": "outputs", "n": 5}) + _frame({"cmd": "prep", "seed": 3, "n": 6})
         )
-        _, tail = sealed.build(region, to_judge_w, from_judge_r)
+        _, tail, _ = sealed.build(region, to_judge_w, from_judge_r)
         rest = tail(link.frame({"ok": True, "ms_total": 1.5, "n": 4}), outputs)
         assert rest == {"cmd": "prep", "seed": 3, "n": 6}
         assert _answer(to_judge_r) == {"ok": True, "ms_total": 1.5, "n": 4, "tensors": []}
@@ -324,7 +324,7 @@ def test_a_copy_that_is_refused_is_the_subjects_answer(region: int) -> None:
     from_judge_r, from_judge_w = os.pipe()
     try:
         os.write(from_judge_w, _frame({"cmd": "outputs", "n": 9}) + _frame({"cmd": "quit", "n": 10}))
-        _, tail = sealed.build(region, to_judge_w, from_judge_r, torch_path=True)
+        _, tail, _ = sealed.build(region, to_judge_w, from_judge_r, torch_path=True)
         answer, outputs = link.frame({"ok": True, "n": 8}), [torch.randn(16)]
         with Passing():
             rest = tail(answer, outputs)
@@ -356,7 +356,7 @@ def test_cuda_outputs_arrive_as_they_were(torch_path: bool) -> None:
     ]
     region = link.shared_region(1 << 29)
     try:
-        copy, _ = sealed.build(region, -1, -1, link.cuda_memcpy, torch_path=torch_path)
+        copy, _, _ = sealed.build(region, -1, -1, link.cuda_memcpy, torch_path=torch_path)
         _, specs, _ = copy([tuple(tensors)], 0)
         read, write = os.pipe()
         try:

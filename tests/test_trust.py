@@ -984,13 +984,18 @@ def test_work_in_a_finalizer_the_collector_runs_in_the_refresh_is_not_done_there
         ("collector_callback", "garbage-collector callback"),
         ("odd_key", "torch was given a name that is not a plain string"),
         ("signal_timer", "a signal handler was set"),
+        ("builtins_in_the_refresh", "builtins.vars was replaced"),
     ],
 )
 def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
     """Round 21's cover and its kin, each with honest work: a replacement that restores itself when read
     through (the guard compares namespaces before it reads through any name), a collector callback (it
     would run in whichever step allocates), a namespace key whose __eq__ the guard's lookups would call, a
-    signal handler with an interval timer (it would run between any two bytecodes of the refresh)."""
+    signal handler with an interval timer (it would run between any two bytecodes of the refresh); and
+    attacker round 23 (reward 3 with the static check on, 7x eager): builtins.zip replaced, the refresh's
+    zip computed each rewritten set's product, and builtins.vars, replaced too, put both back from inside
+    the guard's first read. Each copy now holds the watched namespaces to their snapshot (the check's first
+    copy refuses it), and the guard command runs those checks before the guard's own reads."""
     ev = _attack(name, tmp_path)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1

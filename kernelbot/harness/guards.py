@@ -19,7 +19,7 @@ import torch.library
 import torch.nn.functional
 import torch.utils._contextlib
 
-from kernelbot.harness import compare, link, protocol, timing
+from kernelbot.harness import compare, link, protocol, sealed, timing
 
 # The interpreter's own list of threads, bound before any subject code runs: threading.enumerate reads
 # threading._active, a dict anyone can put an object into whose `ident` property runs in the guard's call.
@@ -123,8 +123,10 @@ _HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__del__"}
 _MAY_CHANGE = frozenset({"torch.nn.Module.__init__", "torch.nn.Module.__setstate__", "random._sha512"})
 
 
-# Bound at import, before any subject code: read at guard time, a replacement of it would run in the guard.
-_DISABLE_DYNAMO = getattr(torch, "_disable_dynamo", None)
+# The code of torch._disable_dynamo's wrapper, taken at import: calling _disable_dynamo at guard time would
+# run functools.wraps, looked up then (a subject's replacement of it ran inside the guard so).
+_disable_dynamo = getattr(torch, "_disable_dynamo", None)
+REWRAP_CODE = getattr(_disable_dynamo(lambda: None), "__code__", None) if _disable_dynamo else None
 
 
 def _rewrapped_by_torch(new: Any, old: Any) -> bool:
@@ -132,24 +134,16 @@ def _rewrapped_by_torch(new: Any, old: Any) -> bool:
 
     Importing torch._dynamo (any torch.compile) rewraps torch.manual_seed that way: a new object with the
     same behaviour, which an honest candidate must not be rejected for. The wrapper's code object and its
-    closure are checked, not its name or __wrapped__, which anyone can set.
+    closure are checked, not its name or __wrapped__, which anyone can set; nothing is called.
     """
-    wrap = _DISABLE_DYNAMO
     # Exact types first: a stand-in of the subject's could answer __code__ and __closure__ as it pleased.
-    if wrap is None or type(new) is not types.FunctionType:
+    if REWRAP_CODE is None or type(new) is not types.FunctionType or new.__code__ is not REWRAP_CODE:
         return False
     cells = new.__closure__ or ()
-    return new.__code__ is getattr(wrap(old), "__code__", None) and any(
-        type(c) is types.CellType and c.cell_contents is old for c in cells
-    )
+    return any(type(c) is types.CellType and c.cell_contents is old for c in cells)
 
 
-# The dispatch keys a CPU or CUDA tensor's call passes through (shape-only Meta kernels aside).
-_KEYS = (
-    "CPU", "CUDA", "Autograd", "AutogradCPU", "AutogradCUDA", "AutogradOther", "ADInplaceOrView", "BackendSelect",
-    "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-    "AutocastCPU", "AutocastCUDA", "Python", "PythonDispatcher", "PythonTLSSnapshot",
-)  # fmt: skip
+_KEYS = sealed.KEYS  # the dispatch keys whose kernels are watched (one list: the copy holds them too)
 
 
 # torch._C's functions the guard calls, bound before any untrusted code runs: torch._C is no watched namespace
@@ -370,6 +364,24 @@ class Integrity:
         self._alone = count_native_threads and alone_in_pid_namespace()
         self._tasks_from: int | None = None
         self._counting = False
+
+    def sealed(self) -> tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any], ...]], ...]:
+        """The namespaces' snapshot as each sealed copy holds them to it (sealed.build's `spaces`)."""
+        return tuple(
+            (
+                space,
+                obj,
+                self._classes[space],
+                vars(obj),
+                tuple((a, v) for a, v in before.items() if f"{space}.{a}" not in _MAY_CHANGE),
+            )
+            for space, (obj, before) in self._spaces.items()
+        )
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The ATen operators the harness runs in this process once the candidate is loaded."""
+        return self._ops
 
     def count_tasks_from_now(self) -> None:
         """From now on, refuse any thread or process started, one that ended before the guard looked too (a

@@ -42,6 +42,7 @@ import torch
 from kernelbot.harness.link import WINDOW
 
 Copy = Callable[[list[Any], int], tuple[list[Any], list[dict[str, Any]], int]]
+Verify = Callable[[], None]
 Tail = Callable[[bytes, list[Any]], "dict[str, Any] | None"]
 
 
@@ -62,10 +63,13 @@ _PLAIN_KEYS = frozenset(
     {"CPU", "CUDA", "ADInplaceOrView", "AutogradCPU", "AutogradCUDA", "AutocastCPU", "AutocastCUDA"}
 )
 _SPARSE_KEYS = frozenset({"SparseCPU", "SparseCUDA", "SparseCsrCPU", "SparseCsrCUDA"})
-_KEYS = frozenset(
+# The dispatch keys a CPU or CUDA tensor's call passes through (shape-only Meta kernels aside): the kernels
+# held against those at build, here and in the guard. The sparse ones too: a sparse input's refresh reaches
+# its index and value getters' kernels there.
+KEYS = frozenset(
     {"CPU", "CUDA", "Autograd", "AutogradCPU", "AutogradCUDA", "AutogradOther", "ADInplaceOrView", "BackendSelect",
      "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
-     "AutocastCPU", "AutocastCUDA", "Python", "PythonDispatcher", "PythonTLSSnapshot"}
+     "AutocastCPU", "AutocastCUDA", "Python", "PythonDispatcher", "PythonTLSSnapshot", *_SPARSE_KEYS}
 )  # fmt: skip
 
 
@@ -77,7 +81,9 @@ def build(
     *,
     torch_path: bool = False,
     watched: tuple[str, ...] = (),
-) -> tuple[Copy, Tail]:
+    spaces: tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any], ...]], ...] = (),
+    rewrap_code: Any = None,
+) -> tuple[Copy, Tail, Verify]:
     """`copy(values, start)`: each call's output described, exact tensors written into the region from offset
     `start` (page-aligned, one after another, as link.layout derives them), with their specs and the end.
     `tail(answer, outputs)`: send a timed sample's answer (a whole frame), then serve the judge's `outputs`
@@ -89,7 +95,14 @@ def build(
     in the refresh did a sample's work there, where the clock charges only beyond the judge's own refresh, and
     removed itself when the guard first read a name (attacker round 21): a copy of any sample may be asked
     for, so such a kernel must be gone before each sample's outputs are read, and nothing of the subject's
-    runs between a copy and the next refresh to put it back."""
+    runs between a copy and the next refresh to put it back.
+    `spaces`: the guard's snapshot of the namespaces the harness looks names up in (guards.Integrity.sealed):
+    (name, object, its class, its live dict or mapping proxy, (attribute, value) pairs). Each copy holds
+    them to it too: a replacement the refresh calls (builtins.zip, attacker round 23) must then be gone
+    whenever a copy may come. `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
+    torch._dynamo puts around torch.manual_seed (not a replacement).
+    `verify()`: those checks alone, raising PermissionError (the guard command runs it first: round 23 also
+    put its replacement back from inside the guard's own reads)."""
     encoder = getattr(json.encoder, "c_make_encoder", None)
     scanner = getattr(json.scanner, "c_make_scanner", None)
     if encoder is None or scanner is None:
@@ -154,7 +167,7 @@ def build(
     gc_disable, sigmask = gc.disable, signal.pthread_sigmask
     block, set_mask, all_signals = signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
     memcpy, owner = cuda_memcpy, getpid()
-    dump, ops, keys = torch._C._dispatch_dump, tuple(sorted(set(TORCH_PATH_OPS) | set(watched))), _KEYS
+    dump, ops, keys = torch._C._dispatch_dump, tuple(sorted(set(TORCH_PATH_OPS) | set(watched))), KEYS
     # The collector's callbacks (this list is the one the collector calls: rebinding gc.callbacks does not
     # change it) run inside whichever harness step happens to allocate.
     collector_callbacks = gc.callbacks
@@ -166,6 +179,37 @@ def build(
     handlers_at_build = tuple(getsignal(number) for number in signal_numbers)
     split_lines, partition = str.splitlines, str.partition
     remove_suffix = str.removesuffix
+
+    function_t, cell_t, proxy_t = types.FunctionType, types.CellType, types.MappingProxyType
+    code_of, closure_of = (function_t.__dict__[n].__get__ for n in ("__code__", "__closure__"))
+    cell_contents = cell_t.__dict__["cell_contents"].__get__
+    dict_get, dict_iter, proxy_get, proxy_iter = dict.get, dict.__iter__, proxy_t.get, proxy_t.__iter__
+    missing, watched_spaces, wrapper_code = object(), spaces, rewrap_code
+
+    def rewrapped(new: Any, old: Any) -> bool:
+        """torch's own wrapper around the value at build (guards._rewrapped_by_torch), by its code and cells."""
+        if type_(new) is not function_t or code_of(new) is not wrapper_code:
+            return False
+        for cell in tuple_iter(closure_of(new) or ()):
+            try:
+                if type_(cell) is cell_t and cell_contents(cell) is old:
+                    return True
+            except failures:  # an empty cell
+                pass
+        return False
+
+    def namespaces() -> None:
+        for label, obj, cls, live, items in tuple_iter(watched_spaces):
+            if type_(obj) is not cls:
+                raise refused(label + " was given another class")
+            proxy = type_(live) is proxy_t
+            for key in proxy_iter(live) if proxy else dict_iter(live):
+                if type_(key) is not str_t:  # its __eq__ would run in the lookups below
+                    raise refused(label + " was given a name that is not a plain string")
+            for name, value in tuple_iter(items):
+                now = proxy_get(live, name, missing) if proxy else dict_get(live, name, missing)
+                if now is not value and not rewrapped(now, value):
+                    raise refused(label + "." + name + " was replaced")
 
     def kernels() -> list[str]:
         found = []
@@ -256,12 +300,9 @@ def build(
         module, name = type_module(kind), type_qualname(kind)
         return join(".", [module if type_(module) is str_t else "?", name if type_(name) is str_t else "?"])
 
-    def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:
-        """Each value as [is a sequence, item descriptions]; tensors named by dtype and shape and written."""
-        # Before any tensor is touched: with a mode on torch's stack, even an exact tensor's getters (layout,
-        # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there).
-        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
-            raise refused("a torch mode was left active as the outputs were read")
+    def verify() -> None:
+        """What must be as at build whenever a copy may come (all the checks but the modes', which copy
+        makes first)."""
         # Each output is read through a plain alias of it (detach, below), and torch's own temporaries die in
         # here: the kernels of the operators that run must be those seen at build, and no finalizer of the
         # subject's may hang on torch.Tensor.
@@ -279,6 +320,15 @@ def build(
         for number, handler in zip_(signal_numbers, handlers_at_build):
             if getsignal(number) is not handler:
                 raise refused("a signal handler was set (it runs inside the harness's steps)")
+        namespaces()
+
+    def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:
+        """Each value as [is a sequence, item descriptions]; tensors named by dtype and shape and written."""
+        # Before any tensor is touched: with a mode on torch's stack, even an exact tensor's getters (layout,
+        # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there).
+        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
+            raise refused("a torch mode was left active as the outputs were read")
+        verify()
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)
@@ -400,4 +450,4 @@ def build(
         finally:
             sigmask(set_mask, blocked)
 
-    return copy, tail
+    return copy, tail, verify

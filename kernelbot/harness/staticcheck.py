@@ -612,12 +612,15 @@ class _Scanner(ast.NodeVisitor):
             self.library_value(node, name)
             self.lookup_value(node, name)
         else:
+            # `g = object.__getattribute__`, `type(m).__getattribute__` taken as a value
+            self.lookup_value(node, name if name in NAME_LOOKUPS else f"<object>.{node.attr}")
             self.generic_visit(node)
 
     def lookup_value(self, node: ast.expr, name: str) -> None:
         """getattr and its kin taken as values (`get = getattr`): the names their calls then reach are out of
         the sight of computed_name, which judges only their direct calls (round 22 reached gc so)."""
-        if (name in NAME_LOOKUPS or name in ("vars", "hasattr")) and id(node) not in self.called:
+        lookup = name in NAME_LOOKUPS or name in ("vars", "hasattr", "<object>.__getattribute__")
+        if lookup and id(node) not in self.called:
             self.add(
                 node,
                 "dynamic-code",
@@ -714,7 +717,12 @@ class _Scanner(ast.NodeVisitor):
                 "monkeypatch",
                 f"calls {name}({first.value!r}): kernels registered for aten replace the reference's operators too",
             )
-        elif _under(name, "torch.library") and first is not None and not isinstance(first, ast.Constant):
+        elif (
+            _under(name, "torch.library")
+            and name != "torch.library.wrap_triton"  # given a Triton kernel, not a namespace
+            and first is not None
+            and not isinstance(first, ast.Constant)
+        ):
             # A namespace built at run time may be aten's ("ATEN".lower(): attacker round 17).
             self.add(
                 node,

@@ -17,7 +17,8 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 _ENTERED_AT = time.time()  # before torch's import: the judge reports the start-up breakdown
 
@@ -58,6 +59,7 @@ def call(fn: Any, args: list[Any], who: str, timer: timing.Timer) -> Any:
         ) from None
 
 
+_T = TypeVar("_T")
 _CUDAGraph, _graph = torch.cuda.CUDAGraph, torch.cuda.graph
 # A sample replays its calls from one CUDA graph only where one call takes less than this: past it the host's
 # launch time is a small share of a call, and plain calls measure what the operator's users run.
@@ -78,7 +80,11 @@ def _trusted_namespaces(op: Operator) -> dict[str, Any]:
 
 
 class Subject:
-    def __init__(self, job: dict[str, Any], timer: timing.Timer) -> None:
+    def __init__(
+        self, job: dict[str, Any], timer: timing.Timer, seal: Callable[[guards.Integrity | None], None]
+    ) -> None:
+        """`seal(integrity)` builds the sealed copy (main's): called once the operator is loaded and the guard's
+        snapshot taken, before the candidate's file is imported, and not kept."""
         self.device, self.timer = job["device"], timer
         self.name = job["subject"]
         self.who = "the candidate" if self.name == "candidate" else f"the {self.name} subject"
@@ -108,6 +114,7 @@ class Subject:
             if self.name == "candidate"
             else None
         )
+        seal(self.integrity)
         try:
             self.fn = self.op.subject(self.name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
@@ -117,6 +124,7 @@ class Subject:
         self.masters: list[list[Any]] = []
         self.calls = 1
         self.outputs: list[Any] = []
+        self.retired: list[Any] = []  # sparse matrices a refresh replaced (renew), dropped in the next go
         self.graph: torch.cuda.CUDAGraph | None = None  # the timed calls, captured (capture())
         self.fresh = False
         self.tolerance = (job.get("atol"), job.get("rtol"))
@@ -147,7 +155,7 @@ class Subject:
             out = call(self.fn, clone(inputs), self.who, self.timer)
             # Copied before the guard looks (a hook the guard's own calls would set off finds them copied);
             # an untimed call has nothing to gain from work done later anyway.
-            more, written, end = _copied(copy, [out], end)
+            more, written, end = _sealed(copy, [out], end)
             described += more
             specs += written
             self.guard()
@@ -243,6 +251,9 @@ class Subject:
         # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
         # guard runs after each checked call and once the judge has a timing's outputs. No L2 flush either:
         # the judge flushes after this, from its own process, and that flush is the one that counts.
+        # The matrices a renewing refresh replaces are kept until the next go: dropped in here, a weakref
+        # callback of the subject's on one would run inside the refresh (a review's find).
+        retired = [t for values in self.sets for t in values] if self.op.per_call_matrix else []
         refresh(
             self.sets,
             self.masters,
@@ -250,9 +261,11 @@ class Subject:
             renew=self.op.per_call_matrix,
             fresh=self.op.cases[0].make if self.fresh else None,
         )
+        self.retired = retired
         self.timer.sync()
 
     def go(self) -> dict[str, Any]:
+        self.retired = []  # freed before the window, as the last sample's outputs are
         if self.graph is not None:  # the graph's outputs are rewritten in place by each replay
             seconds = self.timer.replay_sample(self.graph, self.calls)
         else:
@@ -265,10 +278,10 @@ class Subject:
         }
 
 
-def _copied(copy: sealed.Copy, values: list[Any], start: int) -> tuple[list[Any], list[Any], int]:
-    """The sealed copy outside a timed sample's tail: its refusal (an output it will not read) is a rejection."""
+def _sealed(step: Callable[..., _T], *args: Any) -> _T:
+    """A sealed step (the copy, or its checks alone) outside a timed sample's tail: a refusal is a rejection."""
     try:
-        return copy(values, start)
+        return step(*args)
     except PermissionError as exc:
         raise Failure("rejected", f"anti-hack check: {exc}") from None
 
@@ -290,10 +303,26 @@ def main() -> None:
     # Built here, before any untrusted file is imported, and held by this function's locals alone (sealed.py).
     copy: sealed.Copy | None = None
     tail: sealed.Tail | None = None
+    verify: sealed.Verify | None = None
     pending: dict[str, Any] | None = None  # a command the tail of a timed sample read
     # Bound here, out of the subject's reach like the tail (which turns the collector off after each timed
-    # sample): a prep turns it off again, so that no finalizer of the subject's runs in a refresh.
-    collector_off = gc.disable
+    # sample): a prep turns it off again, so that no finalizer of the subject's runs in a refresh. A check's
+    # calls and a timing's set-up collect, where no sample's inputs are known yet.
+    collector_off, collect = gc.disable, gc.collect
+
+    def seal(integrity: guards.Integrity | None) -> None:
+        nonlocal copy, tail, verify
+        # A candidate's copies also hold the refresh's kernels (round 21) and the namespaces the harness
+        # looks names up in (round 23) to what they were before it loaded.
+        copy, tail, verify = sealed.build(
+            region,
+            to_judge,
+            from_judge,
+            link.cuda_memcpy,
+            watched=integrity.ops if integrity is not None else (),
+            spaces=integrity.sealed() if integrity is not None else (),
+            rewrap_code=guards.REWRAP_CODE,
+        )
 
     while True:
         if pending is None:
@@ -329,20 +358,19 @@ def main() -> None:
                 seconds, _ = timer.one_sample(torch.Tensor.add_, [[tick, 1]], calls)
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
             elif kind == "load" and timer is not None:
-                # A candidate's copies also hold the input refresh's kernels to those at load (round 21).
-                watched = guards.HARNESS_OPS if cmd["job"].get("subject") == "candidate" else ()
-                copy, tail = sealed.build(region, to_judge, from_judge, link.cuda_memcpy, watched=watched)
                 seed_all(0)
-                subject = Subject(cmd["job"], timer)
+                subject = Subject(cmd["job"], timer, seal)
                 answer = {"ok": True}
-            elif subject is None or copy is None or tail is None:
+            elif subject is None or copy is None or tail is None or verify is None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
             elif kind == "run":
+                collect()
                 described, specs, _ = subject.run(
                     int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), copy
                 )
                 answer = {"ok": True, "outputs": described}
             elif kind == "time_begin":
+                collect()
                 with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
                     answer = {
                         "ok": True,
@@ -361,9 +389,10 @@ def main() -> None:
             elif kind == "go":
                 answer, timed = {"ok": True, **subject.go()}, True
             elif kind == "outputs":
-                described, specs, _ = _copied(copy, subject.outputs, 0)
+                described, specs, _ = _sealed(copy, subject.outputs, 0)
                 answer = {"ok": True, "outputs": described}
             elif kind == "guard":  # asked once a timing's outputs are checked: nothing of them can change now
+                _sealed(verify)  # first: the guard's own reads look names up
                 subject.guard()
                 answer = {"ok": True}
             elif kind == "quit":

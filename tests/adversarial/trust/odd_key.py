@@ -1,6 +1,6 @@
-"""A key that is not a plain string put into torch's namespace: the guard's dictionary lookups there would
-compare it with the names they look up, calling its __eq__ inside the guard (where round 21's kind of cover
-puts everything back before the guard reads on)."""
+"""A key that is not a plain string put into torch's namespace, hashing as a name the guard looks up: a
+lookup whose probe meets it calls its __eq__, inside the guard or the copy's checks. Whether one would here
+depends on the table's layout; that such a key is refused before any lookup is what this shows."""
 import torch
 from torch import nn
 
@@ -9,7 +9,7 @@ _calls = []
 
 class _Key(str):
     def __hash__(self):
-        return str.__hash__(self)
+        return str.__hash__("cuda")
 
     def __eq__(self, other):
         _calls.append(other)
