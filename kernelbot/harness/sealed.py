@@ -12,8 +12,8 @@ imported, as closures over values bound then. Its code reads no global and no bu
 says so), calls C functions only, on objects whose exact type it checks first, and is held only by
 `worker.main`'s locals: a closure's cells can be rewritten through `__closure__`, which Python does not
 audit, so being out of reach (frames are refused by the audit hook) is what keeps them. Signals wait and the
-cyclic collector is off from the answer on (and stays off for the rest of the timing); no object of a class the subject can reach is made and
-dropped there (a __del__ on it would run, cyclic collector or not: attacker round 15), and a torch mode is
+cyclic collector is off from the answer on (it stays off: the worker collects only where no sample is owed);
+no object of a class the subject can reach is made and dropped there (a __del__ on it would run, cyclic collector or not: attacker round 15), and a torch mode is
 refused before any tensor is read (its getters would call one: round 14).
 
 What is left is below Python: native code of the candidate's can hook the C library calls made here
@@ -434,8 +434,8 @@ def build(
     def tail(answer: bytes, outputs: list[Any]) -> dict[str, Any] | None:
         if getpid() != owner:  # a fork of the subject's: it has no business on the judge's pipe
             return None
-        # The cyclic collector goes off here and stays off: the worker keeps it off for the rest of a timing
-        # (its prep turns it off again, in case a timed call turned it on). A collection in the next refresh
+        # The cyclic collector goes off here and stays off (a prep turns it off again, in case a timed call
+        # turned it on; the worker collects only at a check's calls and a timing's set-up). A collection in the next refresh
         # ran a finalizer of the subject's there, which did the next sample's work (attacker round 22).
         gc_disable()
         blocked = sigmask(block, all_signals)
