@@ -985,6 +985,8 @@ def test_work_in_a_finalizer_the_collector_runs_in_the_refresh_is_not_done_there
         ("odd_key", "torch was given a name that is not a plain string"),
         ("signal_timer", "a signal handler was set"),
         ("builtins_in_the_refresh", "builtins.vars was replaced"),
+        ("neg_bit_in_the_refresh", "replaced the kernel of aten::copy_"),
+        ("neg_bit_only", "an input tensor was given a neg or conj bit"),
     ],
 )
 def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
@@ -995,7 +997,10 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
     attacker round 23 (reward 3 with the static check on, 7x eager): builtins.zip replaced, the refresh's
     zip computed each rewritten set's product, and builtins.vars, replaced too, put both back from inside
     the guard's first read. Each copy now holds the watched namespaces to their snapshot (the check's first
-    copy refuses it), and the guard command runs those checks before the guard's own reads."""
+    copy refuses it), and the guard command runs those checks before the guard's own reads. Round 24
+    (reward 3, static check on, 4.5x eager): a Negative-key kernel of aten::copy_, reached by the refresh
+    through a neg bit each timed call set on its input; every key but the Meta ones is compared now, and
+    the refresh refuses an input with a lazy bit its master lacks."""
     ev = _attack(name, tmp_path)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1

@@ -115,6 +115,10 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             # real one (attacker round 21's kernel of aten::where, run by the input refresh).
             "torch._C._AutoDispatchBelowAutograd",
             "torch._C._AutoDispatchBelowADInplaceOrView",
+            # A lazy bit set on an input in place sends the refresh's own calls on it to that key's kernels
+            # (attacker round 24: a Negative-key kernel of aten::copy_).
+            "torch._C._set_neg",
+            "torch._C._set_conj",
             "torch._dispatch",
         ),
         "a tensor subclass or dispatch hook can defer or fake the computation the harness checks",

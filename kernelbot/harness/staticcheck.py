@@ -630,7 +630,10 @@ class _Scanner(ast.NodeVisitor):
     def library_value(self, node: ast.expr, name: str) -> None:
         """A torch.library function or class taken as a value (`make = torch.library.Library`): its calls, under
         another name, would register kernels out of sight of the namespace check in visit_Call (round 21)."""
-        if name.startswith("torch.library.") and id(node) not in self.called:
+        if name.rsplit(".", 1)[-1] in ("Library", "_Library") and not name.startswith("torch.library."):
+            # torch.library's class held by another module (`torch.backends.mps._Library`, round 24)
+            self.add(node, "monkeypatch", f"uses {name}: torch.library's Library under another module's name")
+        elif name.startswith("torch.library.") and id(node) not in self.called:
             self.add(
                 node,
                 "monkeypatch",
