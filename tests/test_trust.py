@@ -535,14 +535,16 @@ def test_a_cache_within_a_sample_finds_no_set_twice(tmp_path: Path) -> None:
     At 64 sets this candidate was 2.3x eager (reward 3): 85% of its calls were answered from the cache."""
     from kernelbot.harness.inputs import MAX_INPUT_SET_BYTES, input_sets_for, nbytes
 
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
     ev = _attack("sample_cache", tmp_path)
-    assert ev.ok and ev.timing, ev
+    assert ev.ok and ev.timing and honest.timing, ev
     calls = ev.timing.calls_per_sample  # as many as the cache's calibration asked for, or the judge chose
     per_set = nbytes([torch.randn(64, 96), torch.randn(96, 80)])  # matmul_op's get_inputs()
-    # On the CPU its calibration asks for more calls than the old 64 sets; on CUDA (a 1 ms sample target) the
-    # H100 chose 29: fewer calls than sets either way, never a set twice.
+    # On the CPU its calibration asks for some 30-150 calls (fewer on a loaded machine); on CUDA (a 1 ms
+    # sample target) the H100 chose 29: fewer calls than sets either way, never a set twice.
     assert input_sets_for(calls, per_set, MAX_INPUT_SET_BYTES) == calls, calls
-    assert DEVICE == "cuda" or calls > 64, calls
+    # and so the cache answers nothing: its calls cost an honest candidate's
+    assert ev.timing.median_ms > 0.5 * honest.timing.median_ms, (ev.timing, honest.timing)
 
 
 def test_a_method_set_on_an_input_tensor_does_no_work_in_the_refresh(tmp_path: Path) -> None:
