@@ -282,6 +282,27 @@ def test_a_wrapper_stacked_on_a_kernel_candidate_may_call_its_forward() -> None:
 
 # Bypasses of the literal forms above, one class a group: (rule, fragment of the message, source).
 BYPASSES = [
+    # attacker rounds 21-24: names taken as values, torch through another module, lazy bits
+    ("monkeypatch", "takes torch.library.Library as a value", "import torch\nmake = torch.library.Library\n"),
+    (
+        "monkeypatch",
+        "takes torch.library.Library as a value",
+        "from torch.library import Library\nm = Library\n",
+    ),
+    ("dynamic-code", "takes getattr as a value", "get = getattr\n"),
+    ("dynamic-code", "takes object.__getattribute__ as a value", "g = object.__getattribute__\n"),
+    ("dynamic-code", "passes the module torch around", "import torch\nt = torch.nn.functional.torch\n"),
+    (
+        "monkeypatch",
+        "Library under another module's name",
+        "from torch.backends.mps import _Library\nlib = _Library('aten', 'IMPL')\n",
+    ),
+    ("tensor-subclass", "uses torch._C._set_neg", "import torch\ntorch._C._set_neg(torch.ones(1), True)\n"),
+    (
+        "tensor-subclass",
+        "_AutoDispatchBelowAutograd",
+        "import torch\nwith torch._C._AutoDispatchBelowAutograd():\n    pass\n",
+    ),
     # star imports: the forbidden names arrive bare
     ("concurrency", "imports * from os: os.fork", "from os import *\n"),
     ("concurrency", "uses os.fork", "from os import *\n\n\nif fork() == 0:\n    setsid()\n"),
@@ -456,6 +477,26 @@ def test_static_folding_stays_cheap() -> None:
     source = "a0 = 'x' * 1000\n" + "".join(f"a{i} = a{i - 1} + a{i - 1}\n" for i in range(1, 40))
     assert scan(source) == []
     assert scan("w = '%999999999s' % 'tb_frame'\nv = '{:>999999999}'.format('x')\n") != []  # the literal
+
+
+def test_torch_library_named_as_a_type_or_given_a_triton_kernel_passes() -> None:
+    """Annotations and isinstance's types name torch.library's classes without calling them, and wrap_triton
+    is given a kernel, not a namespace: none of it is a registration out of sight."""
+    source = """
+        import torch
+        import triton
+
+
+        @triton.jit
+        def kernel(x):
+            pass
+
+
+        def launch(x: torch.Tensor, lib: torch.library.Library | None = None) -> torch.library.Library | None:
+            torch.library.wrap_triton(kernel)[(1,)](x)
+            return lib if isinstance(lib, (torch.library.Library, type(None))) else None
+    """
+    assert scan(textwrap.dedent(source)) == []
 
 
 HONEST_DIR = Path(__file__).parent / "adversarial" / "honest"

@@ -83,6 +83,7 @@ class _Scanner(ast.NodeVisitor):
         self.docstrings: set[int] = set()  # id() of docstring constants, which name things without using them
         self.exempt: set[int] = set()  # id() of nodes already judged harmless (a wrapped current stream)
         self.called: set[int] = set()  # id() of the expressions called (a Call's func)
+        self.type_uses: set[int] = set()  # id() of the nodes in annotations and isinstance's types
         self.modules: set[str] = set()  # local names bound by `import x` / `import x as y`: modules for sure
         self.star_modules: list[str] = []  # modules imported with `from m import *`
         self.bound: set[str] = set()  # every name the file binds itself (which shadows a star import)
@@ -633,7 +634,7 @@ class _Scanner(ast.NodeVisitor):
         if name.rsplit(".", 1)[-1] in ("Library", "_Library") and not name.startswith("torch.library."):
             # torch.library's class held by another module (`torch.backends.mps._Library`, round 24)
             self.add(node, "monkeypatch", f"uses {name}: torch.library's Library under another module's name")
-        elif name.startswith("torch.library.") and id(node) not in self.called:
+        elif name.startswith("torch.library.") and id(node) not in self.called | self.type_uses:
             self.add(
                 node,
                 "monkeypatch",
@@ -643,6 +644,8 @@ class _Scanner(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self.called.add(id(node.func))
         name = self.dotted(node.func) or ""
+        if name in ("isinstance", "issubclass") and len(node.args) == 2:
+            self.as_type(node.args[1])
         if name in STREAM_WRAPPERS and any(
             isinstance(sub, ast.Attribute) and sub.attr in ("current_stream", "get_current_stream")
             for arg in node.args
@@ -779,7 +782,24 @@ class _Scanner(ast.NodeVisitor):
         self.class_bases.pop()
         self.defined_classes.add(node.name)
 
+    def as_type(self, node: ast.AST | None) -> None:
+        """An expression used as a type (an annotation, isinstance's second argument): a class named there is
+        not called through it, so library_value lets it be."""
+        if node is not None:
+            self.type_uses.update(id(n) for n in ast.walk(node))
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        arguments = node.args
+        named = [
+            *arguments.posonlyargs,
+            *arguments.args,
+            *arguments.kwonlyargs,
+            arguments.vararg,
+            arguments.kwarg,
+        ]
+        for arg in named:
+            self.as_type(arg.annotation if arg is not None else None)
+        self.as_type(node.returns)
         if node.name in DISPATCH_HOOKS:
             self.add(
                 node,
@@ -844,6 +864,7 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.as_type(node.annotation)
         self.assigned(node, node.target, node.value)
         self.generic_visit(node)
 
