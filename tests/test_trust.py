@@ -988,7 +988,8 @@ def test_work_in_a_finalizer_the_collector_runs_in_the_refresh_is_not_done_there
         ("signal_timer", "a signal handler was set"),
         ("builtins_in_the_refresh", "builtins.vars was replaced"),
         ("neg_bit_in_the_refresh", "replaced the kernel of aten::copy_"),
-        ("neg_bit_only", "an input tensor was given a neg or conj bit"),
+        ("neg_bit_only", "an input tensor's dispatch keys were changed"),
+        ("meta_swap_in_the_refresh", "an input tensor's dispatch keys were changed"),
     ],
 )
 def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
@@ -1002,7 +1003,9 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
     copy refuses it), and the guard command runs those checks before the guard's own reads. Round 24
     (reward 3, static check on, 4.5x eager): a Negative-key kernel of aten::copy_, reached by the refresh
     through a neg bit each timed call set on its input; every key but the Meta ones is compared now, and
-    the refresh refuses an input with a lazy bit its master lacks."""
+    the refresh refuses an input carrying a key its master lacks. Round 25 (reward 3, static check on, 6-8x
+    eager): an input swapped in place for a meta tensor, and a Meta-key kernel of aten::copy_ the refresh
+    ran on it; refused by the same key check (a Meta backend bit its master lacks)."""
     ev = _attack(name, tmp_path)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1

@@ -25,11 +25,11 @@ _view, _copy, _numel, _floating, _complex, _contiguous = (
     _T.is_contiguous,
 )
 _empty, _ge, _le, _all, _item, _getitem = torch.empty, _T.ge, _T.le, _T.all, _T.item, _T.__getitem__
-# A set's tensor must carry no lazy bit its master lacks: a neg bit set by a timed call sent the refresh's own
-# view and copy of it to a Negative-key kernel of the subject's (attacker round 24). Not compared whole: a
-# clone resolves a conjugate view, so a set may lack a bit its master has.
-_dispatch_keys, _has_key = torch._C._dispatch_keys, torch._C.DispatchKeySet.has
-_LAZY_KEYS = (torch._C.DispatchKey.Negative, torch._C.DispatchKey.Conjugate)
+# A set's tensor must carry no dispatch key its master lacks: a neg bit set by a timed call sent the refresh's
+# own view and copy of it to a Negative-key kernel of the subject's (attacker round 24), and an input swapped
+# in place for a meta tensor (torch.utils.swap_tensors) to a Meta-key one (round 25). It may lack one its
+# master has: a clone resolves a conjugate view. The key sets' raw bits, by functions bound here.
+_dispatch_keys, _raw_keys = torch._C._dispatch_keys, torch._C.DispatchKeySet.raw_repr
 _crow, _ccol, _cols, _rows, _values = (
     _T.crow_indices,
     _T.ccol_indices,
@@ -280,9 +280,12 @@ def _refresh(
             # Its __class__ reassigned: a subclass's hooks would run here.
             if type(tensor) is not type(master):
                 raise Failure("rejected", "anti-hack check: an input tensor's class was changed")
-            keys, trusted_keys = _dispatch_keys(tensor), _dispatch_keys(master)
-            if any(_has_key(keys, k) and not _has_key(trusted_keys, k) for k in _LAZY_KEYS):
-                raise Failure("rejected", "anti-hack check: an input tensor was given a neg or conj bit")
+            if _raw_keys(_dispatch_keys(tensor)) & ~_raw_keys(_dispatch_keys(master)):
+                raise Failure(
+                    "rejected",
+                    "anti-hack check: an input tensor's dispatch keys were changed (a neg or conj bit set, "
+                    "or the tensor swapped for one on another device)",
+                )
             sparse = tensor.layout in COMPRESSED
             if made is not None and not sparse:
                 _fill(tensor, made[position], position)
