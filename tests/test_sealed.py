@@ -292,26 +292,99 @@ def _answer(fd: int) -> dict[str, Any]:
     return json.loads(body)
 
 
-def test_the_tail_sends_the_answer_serves_the_copy_and_hands_back_the_next_command(region: int) -> None:
+def test_the_tail_serves_the_window_between_samples_and_hands_back_the_next_go(region: int) -> None:
+    """From a timed sample's answer to the next sample's go the server answers alone: the outputs' copy, the
+    check, the refresh (right after the check) and the arm; the go comes back to the worker."""
     to_judge_r, to_judge_w = os.pipe()
     from_judge_r, from_judge_w = os.pipe()
     outputs = [torch.randn(8, 8), torch.randn(8, 8)]
+    ran: list[Any] = []
     try:
-        os.write(
-            from_judge_w, _frame({"cmd": "outputs", "n": 5}) + _frame({"cmd": "prep", "seed": 3, "n": 6})
-        )
+        commands = [
+            {"cmd": "outputs", "n": 5},
+            {"cmd": "check", "n": 6},
+            {"cmd": "prep", "seed": 3, "n": 7},
+            {"cmd": "arm", "n": 8},
+            {"cmd": "go", "n": 9},
+        ]
+        os.write(from_judge_w, b"".join(_frame(c) for c in commands))
         _, tail, _ = sealed.build(region, to_judge_w, from_judge_r)
-        rest = tail(link.frame({"ok": True, "ms_total": 1.5, "n": 4}), outputs)
-        assert rest == {"cmd": "prep", "seed": 3, "n": 6}
+        rest = tail(
+            link.frame({"ok": True, "ms_total": 1.5, "n": 4}), outputs, ran.append, lambda: ran.append("arm")
+        )
+        assert rest == {"cmd": "go", "n": 9}
+        assert ran == [3, "arm"]
         assert _answer(to_judge_r) == {"ok": True, "ms_total": 1.5, "n": 4, "tensors": []}
         copied = _answer(to_judge_r)
         assert copied["ok"] is True and copied["n"] == 5 and len(copied["outputs"]) == 2
         got = _read(region, copied["tensors"])
         assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, outputs, strict=True))
+        for n in (6, 7, 8):
+            assert _answer(to_judge_r) == {"ok": True, "n": n}
         os.close(from_judge_w)
         from_judge_w = -1
-        assert tail(link.frame({"ok": True, "n": 7}), outputs) is None  # the judge is gone
+        assert (
+            tail(link.frame({"ok": True, "n": 10}), outputs, ran.append, ran.clear) is None
+        )  # the judge is gone
     finally:
+        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
+            if fd >= 0:
+                os.close(fd)
+
+
+class Refused(Exception):
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def test_the_refresh_runs_only_from_a_state_the_check_passed(region: int) -> None:
+    """A kernel registered over one the refresh runs (attacker round 21's aten::where), and a mode left on:
+    the check refuses, and the refresh is not run, with the check asked for or not. The refresh's own failure
+    is answered with its status and reason."""
+    to_judge_r, to_judge_w = os.pipe()
+    from_judge_r, from_judge_w = os.pipe()
+    ran: list[int] = []
+
+    def prep(seed: int) -> None:
+        ran.append(seed)
+        if seed == 99:
+            raise Refused("operator_error", "get_inputs() gave input 0 another shape")
+
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        _, tail, _ = sealed.build(
+            region, to_judge_w, from_judge_r, watched=("aten::where.self",), failure=Refused
+        )
+        library.impl("where.self", lambda c, a, b: a, "CPU")
+        os.write(from_judge_w, _frame({"cmd": "prep", "seed": 1, "n": 2}) + _frame({"cmd": "go", "n": 3}))
+        assert tail(None, [], prep, ran.clear, {"cmd": "check", "n": 1}) == {"cmd": "go", "n": 3}
+        check, refresh = _answer(to_judge_r), _answer(to_judge_r)
+        for answer, n in ((check, 1), (refresh, 2)):  # refused at the check, and again at the prep's own
+            assert answer["ok"] is False and answer["status"] == "rejected" and answer["n"] == n
+            assert "kernel of an operator the harness runs" in answer["reason"]
+        library._destroy()
+        library = torch.library.Library("aten", "FRAGMENT")  # destroyed again below: one with nothing in it
+        os.write(from_judge_w, _frame({"cmd": "prep", "seed": 4, "n": 5}) + _frame({"cmd": "go", "n": 6}))
+        with Passing():
+            assert tail(None, [], prep, ran.clear, None) == {"cmd": "go", "n": 6}
+        refused = _answer(to_judge_r)
+        assert refused["ok"] is False and "mode" in refused["reason"] and refused["n"] == 5
+        assert ran == []
+        os.write(from_judge_w, _frame({"cmd": "check", "n": 7}) + _frame({"cmd": "prep", "seed": 99, "n": 8}))
+        os.close(from_judge_w)
+        from_judge_w = -1
+        assert tail(None, [], prep, ran.clear, None) is None  # served both, then found the judge gone
+        assert _answer(to_judge_r) == {"ok": True, "n": 7}
+        failed = _answer(to_judge_r)
+        assert (failed["status"], failed["reason"], failed["n"]) == (
+            "operator_error",
+            "get_inputs() gave input 0 another shape",
+            8,
+        )
+        assert ran == [99]
+    finally:
+        library._destroy()
         for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
             if fd >= 0:
                 os.close(fd)
@@ -327,7 +400,7 @@ def test_a_copy_that_is_refused_is_the_subjects_answer(region: int) -> None:
         _, tail, _ = sealed.build(region, to_judge_w, from_judge_r, torch_path=True)
         answer, outputs = link.frame({"ok": True, "n": 8}), [torch.randn(16)]
         with Passing():
-            rest = tail(answer, outputs)
+            rest = tail(answer, outputs, print, print)
         assert rest == {"cmd": "quit", "n": 10}
         assert _answer(to_judge_r) == {"ok": True, "n": 8, "tensors": []}
         refused = _answer(to_judge_r)

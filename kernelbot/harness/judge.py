@@ -516,6 +516,8 @@ class Judge:
                 if len(sent) >= timing.WARMUP_SAMPLES:  # measure's warm-up takes run cold: not a floor
                     floor_ms.append(before)
             sent.append(seed)
+            with self.spend("time: check"):  # not charged: the subject's state held to its load's (sealed.py)
+                self.ask({"cmd": "check"})
             with self.spend("time: prep"):
                 prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
             if before is not None:

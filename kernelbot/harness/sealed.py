@@ -43,7 +43,7 @@ from kernelbot.harness.link import WINDOW
 
 Copy = Callable[[list[Any], int], tuple[list[Any], list[dict[str, Any]], int]]
 Verify = Callable[[], None]
-Tail = Callable[[bytes, list[Any]], "dict[str, Any] | None"]
+Tail = Callable[..., "dict[str, Any] | None"]
 
 
 def _not_json(value: Any) -> Any:
@@ -79,11 +79,19 @@ def build(
     watched: tuple[str, ...] = (),
     spaces: tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any], ...]], ...] = (),
     rewrap_code: Any = None,
+    failure: type[Exception] | None = None,
+    refusal: Callable[[], str | None] | None = None,
 ) -> tuple[Copy, Tail, Verify]:
     """`copy(values, start)`: each call's output described, exact tensors written into the region from offset
     `start` (page-aligned, one after another, as link.layout derives them), with their specs and the end.
-    `tail(answer, outputs)`: send a timed sample's answer (a whole frame), then serve the judge's `outputs`
-    commands from `outputs` until another command comes, which is returned (None: the judge is gone).
+    `tail(answer, outputs, prep, arm, command)`: send a timed sample's answer (a whole frame; None: none),
+    then serve the judge until the next sample's `go` (or any other command, which is returned; None: the
+    judge is gone), starting with `command` if one is given: `outputs` (the copy of `outputs`), `check`
+    (the modes and `verify()`), `prep` (`prep(seed)`, the subject's input refresh, run only right after a
+    check passed in here) and `arm` (`arm()`). So from the answer of one timed sample to the next sample's
+    `go`, the subject process runs only this and the refresh, and the refresh starts from a state checked
+    with nothing of the subject's run since: attacker rounds 21 to 25 each ran work in the refresh through
+    something the checks then did not look at before it ran.
     `cuda_memcpy`: CuPy's cudaMemcpy where outputs may be on the GPU (without it, torch's copy).
     `torch_path`: every tensor through torch's copy (tests: the path CUDA without CuPy takes).
     `watched`: more ATen operators whose kernels each copy holds against those at build: the ones the harness
@@ -98,7 +106,9 @@ def build(
     whenever a copy may come. `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
     torch._dynamo puts around torch.manual_seed (not a replacement).
     `verify()`: those checks alone, raising PermissionError (the guard command runs it first: round 23 also
-    put its replacement back from inside the guard's own reads)."""
+    put its replacement back from inside the guard's own reads). `failure`: the class whose `status` and
+    `reason` a failed prep answers with (inputs.Failure); `refusal()`: what the audit hook refused, if
+    anything, read after each step the server runs (a refusal the step caught is still the subject's)."""
     encoder = getattr(json.encoder, "c_make_encoder", None)
     scanner = getattr(json.scanner, "c_make_scanner", None)
     if encoder is None or scanner is None:
@@ -409,6 +419,9 @@ def build(
             return None
         return value if type_(value) is dict_t and not strip(text[end:]) else None
 
+    def encoded(header: dict[str, Any]) -> bytes:
+        return str_encode(join("", encode(header, 0)))
+
     def answer_outputs(outputs: list[Any], nonce: Any) -> bytes:
         try:
             described, specs, _ = copy(outputs, 0)
@@ -425,24 +438,95 @@ def build(
                 "the outputs could not be copied: " + type_name(type_(exc)) + ": " + error_text(exc)[:200]
             )
             header = {"ok": False, "status": "crashed", "reason": reason, "n": nonce}
-        return str_encode(join("", encode(header, 0)))
+        return encoded(header)
 
-    def tail(answer: bytes, outputs: list[Any]) -> dict[str, Any] | None:
+    def check() -> None:
+        """What the refresh needs to run nothing but the harness's own code: no mode, and verify()."""
+        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
+            raise refused("a torch mode was left active before the input refresh")
+        verify()
+
+    def step(run: Callable[..., Any], args: tuple[Any, ...], nonce: Any) -> tuple[bool, bytes]:
+        """run(*args) for the judge: whether it passed, and the answer."""
+        header: dict[str, Any] = {"ok": True, "n": nonce}
+        try:
+            run(*args)
+        except refused as exc:
+            header = {"ok": False, "status": "rejected", "reason": "anti-hack check: " + error_text(exc)}
+        except failures as exc:
+            if failure is not None and type_(exc) is failure:
+                header = {"ok": False, "status": exc.status, "reason": exc.reason}  # type: ignore[attr-defined]
+            else:
+                text = type_name(type_(exc)) + ": " + error_text(exc)[:200]
+                header = {"ok": False, "status": "crashed", "reason": text}
+        found = refusal() if refusal is not None else None
+        if found is not None:  # even where the step caught the PermissionError and carried on
+            header = {
+                "ok": False,
+                "status": "rejected",
+                "reason": "anti-hack check: the sandbox refused " + found,
+            }
+        header["n"] = nonce
+        return header["ok"] is True, encoded(header)
+
+    def tail(
+        answer: bytes | None,
+        outputs: list[Any],
+        prep: Callable[[int], None],
+        arm: Callable[[], None],
+        command: Any = None,
+    ) -> dict[str, Any] | None:
         if getpid() != owner:  # a fork of the subject's: it has no business on the judge's pipe
             return None
-        # The cyclic collector goes off here and stays off (a prep turns it off again, in case a timed call
-        # turned it on; the worker collects only at a check's calls and a timing's set-up). A collection in the next refresh
-        # ran a finalizer of the subject's there, which did the next sample's work (attacker round 22).
+        # The cyclic collector goes off here and stays off (the worker collects only at a check's calls and a
+        # timing's set-up). A collection in the next refresh ran a finalizer of the subject's there, which did
+        # the next sample's work (attacker round 22).
         gc_disable()
         blocked = sigmask(block, all_signals)
+        checked = False  # a check passed, and nothing but this server has run since
         try:
-            write_all(answer)
+            if answer is not None:
+                write_all(answer)
             while True:
-                command = receive()
-                if command is None or command.get("cmd") != "outputs":
+                if command is None:
+                    command = receive()
+                if type_(command) is not dict_t:
+                    return None
+                kind, nonce = command.get("cmd"), command.get("n")
+                nonce = nonce if type_(nonce) is int_t else None
+                if kind == "outputs":
+                    send(answer_outputs(outputs, nonce))
+                elif kind == "check":
+                    checked, reply = step(check, (), nonce)
+                    send(reply)
+                    command = None
+                    continue  # a check leaves `checked` for the prep that follows it
+                elif kind == "prep":
+                    seed = command.get("seed")
+                    if not checked:  # the judge sends a check first; without one, the prep makes it
+                        passed, reply = step(check, (), nonce)
+                        if not passed:
+                            send(reply)
+                            command = None
+                            continue
+                    if type_(seed) is not int_t:
+                        send(
+                            encoded(
+                                {
+                                    "ok": False,
+                                    "status": "crashed",
+                                    "reason": "a prep without a seed",
+                                    "n": nonce,
+                                }
+                            )
+                        )
+                    else:
+                        send(step(prep, (seed,), nonce)[1])
+                elif kind == "arm":
+                    send(step(arm, (), nonce)[1])
+                else:
                     return command
-                nonce = command.get("n")
-                send(answer_outputs(outputs, nonce if type_(nonce) is int_t else None))
+                checked, command = False, None
         finally:
             sigmask(set_mask, blocked)
 

@@ -247,10 +247,9 @@ class Subject:
         return None
 
     def prep(self, seed: int) -> None:
-        # No guard here, nor after each sample: its time would be charged to the sample (the judge counts
-        # every moment the subject holds), and a patched timer gains nothing against the judge's clock. The
-        # guard runs after each checked call and once the judge has a timing's outputs. No L2 flush either:
-        # the judge flushes after this, from its own process, and that flush is the one that counts.
+        # Run by the sealed server only, right after its check (the namespaces, kernels, modes, collector
+        # callbacks and signal handlers as at load), which the judge asks for apart so that its cost is not
+        # charged to the sample. No L2 flush: the judge flushes after this, from its own process.
         # The matrices a renewing refresh replaces are kept until the next go: dropped in here, a weakref
         # callback of the subject's on one would run inside the refresh (a review's find).
         retired = [t for values in self.sets for t in values] if self.op.per_call_matrix else []
@@ -304,11 +303,11 @@ def main() -> None:
     copy: sealed.Copy | None = None
     tail: sealed.Tail | None = None
     verify: sealed.Verify | None = None
-    pending: dict[str, Any] | None = None  # a command the tail of a timed sample read
-    # Bound here, out of the subject's reach like the tail (which turns the collector off after each timed
-    # sample): a prep turns it off again, so that no finalizer of the subject's runs in a refresh. A check's
-    # calls and a timing's set-up collect, where no sample's inputs are known yet.
-    collector_off, collect = gc.disable, gc.collect
+    pending: dict[str, Any] | None = None  # a command the sealed server handed back
+    # Bound here, out of the subject's reach like the tail (which turns the collector off whenever it serves,
+    # so no finalizer of the subject's runs in a refresh). A check's calls and a timing's set-up collect,
+    # where no sample's inputs are known yet.
+    collect = gc.collect
 
     def seal(integrity: guards.Integrity | None) -> None:
         nonlocal copy, tail, verify
@@ -322,7 +321,16 @@ def main() -> None:
             watched=integrity.ops if integrity is not None else (),
             spaces=integrity.sealed() if integrity is not None else (),
             rewrap_code=guards.REWRAP_CODE,
+            failure=Failure,
+            refusal=audit.refusal,
         )
+
+    def arm() -> None:
+        """A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's context
+        here, not in the judge's timed window (on the H200 that switch cost ~0.6 ms a sample)."""
+        assert tick is not None and timer is not None
+        tick.add_(1)
+        timer.sync()
 
     while True:
         if pending is None:
@@ -344,11 +352,15 @@ def main() -> None:
                     tick = torch.zeros(1, device=cmd["device"])
                     started["device"] = (time.time() - made) * 1e3  # a lazy start's device comes here
                 answer: dict[str, Any] = {"ok": True, "spent_ms": started}
-            elif kind == "arm" and timer is not None and tick is not None:
-                # A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's
-                # context here, not in the judge's timed window (on the H200 that switch cost ~0.6 ms a sample).
-                tick.add_(1)
-                timer.sync()
+            elif kind in ("check", "prep", "arm") and subject is not None and tail is not None:
+                # The window between samples: the sealed server answers from here to the next sample's go, and
+                # runs the refresh only right after its own check (sealed.build's tail).
+                pending = tail(None, subject.outputs, subject.prep, arm, cmd)
+                if pending is None:
+                    return  # the judge is gone
+                continue
+            elif kind == "arm" and timer is not None and tick is not None:  # the judge's floor, before a load
+                arm()
                 answer = {"ok": True}
             elif kind == "ping":
                 answer = {"ok": True}
@@ -382,10 +394,6 @@ def main() -> None:
                             cmd.get("fresh") is True,
                         ),
                     }
-            elif kind == "prep":
-                collector_off()
-                subject.prep(int(cmd["seed"]))
-                answer = {"ok": True}
             elif kind == "go":
                 answer, timed = {"ok": True, **subject.go()}, True
             elif kind == "outputs":
@@ -425,7 +433,7 @@ def main() -> None:
         if timed and answer.get("ok") and tail is not None and subject is not None:
             # From the answer to the copy of this sample's outputs, if the judge asks for it, nothing runs that a
             # subject could have replaced (attacker rounds 9-13 computed the outputs there, after the clock).
-            pending = tail(link.frame({**answer, "n": cmd.get("n")}), subject.outputs)
+            pending = tail(link.frame({**answer, "n": cmd.get("n")}), subject.outputs, subject.prep, arm)
             if pending is None:
                 return  # the judge is gone
             continue
