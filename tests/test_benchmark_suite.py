@@ -124,6 +124,7 @@ def test_an_unknown_set_or_a_missing_database_is_one_line(tmp_path: Path) -> Non
         suite.main(["table", "--out", str(tmp_path / "none"), "--render-only"])
 
 
+@pytest.mark.slow  # ~55 s; the suite's table and resume are tested on stored runs in CI
 def test_the_command_runs_a_problem_and_renders_its_table(tmp_path: Path) -> None:
     """End to end on the CPU: one small problem through `kernelbot optimize`, stored, rendered (~30 s)."""
     cmd = [sys.executable, "-m", "benchmarks.suite", "table", "--set", "problems", "--only", "31_small_matmul",

@@ -144,6 +144,7 @@ def test_tool_calls_recover_from_build_error_wrong_fix_429_and_500(
     assert KEY not in everything
 
 
+@pytest.mark.slow  # ~95 s on the 2-core runner; the recovery test keeps the agent's loop, tools and pipeline in CI
 def test_plain_text_replies_with_a_malformed_body_and_a_reply_that_is_not_code(repo: Path) -> None:
     steps = [
         reply("Let me think about the memory traffic first."),  # no code, no tool call
@@ -314,6 +315,7 @@ def test_every_budget_stops_the_agent_cleanly(
         assert time.monotonic() - started < limits["time_s"] + 1.5
 
 
+@pytest.mark.slow  # ~65 s; the recovery test stores and exports a transcript in CI
 def test_review_with_the_model_agent_stores_candidates_and_transcript(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

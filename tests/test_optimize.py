@@ -99,6 +99,7 @@ def test_reduction_moves_before_the_linear_layer(repo: Path, op: str) -> None:
     assert data["stopped_by"] == "budget"
 
 
+@pytest.mark.slow  # ~65 s; the review test with the search agent writes the drop-in file in CI
 def test_winner_is_a_drop_in_file_that_runs_without_kernelbot(repo: Path) -> None:
     data = optimize(repo, "ops/diag.py", "--budget", "1")
     path = Path(data["best"]["drop_in_path"])
@@ -156,6 +157,7 @@ def test_no_cheat_is_ever_suggested(repo: Path) -> None:
     ]
 
 
+@pytest.mark.slow  # ~35 s; test_check's side-by-side reward test stays in CI
 def test_a_reward_comes_from_timing_side_by_side_not_from_stale_baselines(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -154,6 +154,7 @@ def test_base_and_head_of_an_operator_share_its_gpu(tmp_path: Path, monkeypatch:
     assert {g for (g,) in gpus.values()} == {"0", "1"}  # the two operators: one GPU each, side by side
 
 
+@pytest.mark.slow  # ~30 s; the pool's scheduling tests stay in CI
 def test_the_agent_optimizes_on_a_gpu_of_the_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The optimizer is handed a GPU the pool holds for it (while no other job has it), and the operator's
     baselines in check_operator run on that GPU alone."""

@@ -206,6 +206,7 @@ def test_unreachable_database_keeps_the_results(
     assert json.loads((tmp_path / "r.json").read_text())["run_id"] is None
 
 
+@pytest.mark.slow  # ~100 s; test_every_verdict_is_right (an edit calls no change) and test_stats' A/A simulations stay in CI
 def test_a_a_review_calls_no_regression(
     history_repo: tuple[GitRepoBuilder, str, str], tmp_path: Path
 ) -> None:

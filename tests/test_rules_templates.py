@@ -649,6 +649,7 @@ def test_fused_epilogue_without_a_described_chain_renders_a_clear_build_error(
     assert "raise ImportError" in _render(rule, ops, "linear_gelu_scale_clamp", facts, "cuda")
 
 
+@pytest.mark.slow  # ~25 s (torch.compile on the CPU)
 def test_reduce_overhead_candidate_hands_out_copies_and_runs_on_cpu(
     ops: Path, rules: dict[str, Rule]
 ) -> None:
@@ -690,6 +691,7 @@ def _stacked(rule: Rule, ops: Path, name: str, base_rule: Rule, base_source: str
     return source
 
 
+@pytest.mark.slow  # ~30 s (torch.compile on the CPU)
 def test_conv_bn_fold_under_a_stacked_compile_folds_eagerly_and_runs_on_cpu(
     ops: Path, rules: dict[str, Rule]
 ) -> None:

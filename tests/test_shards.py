@@ -111,6 +111,7 @@ def test_plan_uses_recorded_wall_times(pr: tuple[GitRepoBuilder, str, str], tmp_
     assert [m["shard"] for m in matrix] == [1, 2, 3] and matrix[0]["operators"] == "ops/op01"
 
 
+@pytest.mark.slow  # ~35 s; the merge's refusals and the plan stay in CI
 def test_plan_merge_round_trip_names_the_missing_shard(
     pr: tuple[GitRepoBuilder, str, str],
     tmp_path: Path,

@@ -265,6 +265,7 @@ def test_a_thread_forked_from_scripted_code_is_refused(tmp_path: Path) -> None:
     assert ev.status == "rejected" and "started native threads" in (ev.reason or ""), (ev.status, ev.reason)
 
 
+@pytest.mark.slow  # ~90 s; test_a_cache_within_a_sample_finds_no_set_twice keeps round 7's defence in CI
 def test_a_sample_never_calls_an_input_set_twice(tmp_path: Path) -> None:
     """Where memory allows few sets (16 MB inputs: 32 in the 512 MB), a candidate that answers a set called
     again from a cache kept by the tensor's identity and version asked for ~800 calls a sample and answered
@@ -387,7 +388,7 @@ def test_a_kernel_registered_over_one_the_harness_runs_is_refused(tmp_path: Path
         ("lazy_kernel", "registered kernels for aten::detach@CPU"),
         ("lazy_list", None),  # nothing to catch: its __iter__ is never called, so its outputs stay empty
         # Bytes are read by address before the guard looks, and the guard then finds the hook.
-        ("lazy_method", "torch.Tensor.contiguous was added over its base's"),
+        ("lazy_method", "torch.Tensor.contiguous was added to the class"),
         ("lazy_guard", None),  # an unwatched class: its hook runs after the copy, the outputs stay empty
         ("lazy_metaclass", None),  # its type is named through type's own descriptors: never computed
     ],
@@ -990,6 +991,8 @@ def test_work_in_a_finalizer_the_collector_runs_in_the_refresh_is_not_done_there
         ("neg_bit_in_the_refresh", "replaced the kernel of aten::copy_"),
         ("neg_bit_only", "an input tensor's dispatch keys were changed"),
         ("meta_swap_in_the_refresh", "an input tensor's dispatch keys were changed"),
+        ("shadow_zip", "kernelbot.harness.inputs.zip was added"),
+        ("spec_property", "ModuleSpec._initializing was added to the class"),
     ],
 )
 def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
@@ -1005,7 +1008,13 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
     through a neg bit each timed call set on its input; every key but the Meta ones is compared now, and
     the refresh refuses an input carrying a key its master lacks. Round 25 (reward 3, static check on, 6-8x
     eager): an input swapped in place for a meta tensor, and a Meta-key kernel of aten::copy_ the refresh
-    ran on it; refused by the same key check (a Meta backend bit its master lacks)."""
+    ran on it; refused by the same key check (a Meta backend bit its master lacks). Round 26 (reward 3 with the
+    static check on, 5x eager, against the sealed server's check before each refresh): `zip` *added* to
+    kernelbot.harness.inputs' globals (reached through Failure.__init__.__globals__, names decoded at run
+    time), where it shadows the builtin for the refresh, which then computed each set's product; the check
+    held only the names a namespace had. A name added to a module that shadows a builtin (any name, in the
+    harness's own), and anything but plain data added to a class, are refused now; and the round's probe,
+    a property on importlib's ModuleSpec, read by the imports torch's C++ makes inside the refresh."""
     ev = _attack(name, tmp_path)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import importlib.machinery
 import os
 import random
 import sys
@@ -99,7 +100,9 @@ def _namespaces() -> dict[str, Any]:
     # Classes of other modules whose methods the subject process calls once untrusted code is loaded, looked
     # up on the class at call time (on Python 3.11 setting a class attribute raises no audit event): the
     # refresh's random.Random (round 11), the capture fallback's contextlib.suppress, threading.Thread.
-    for cls in (random.Random, contextlib.suppress, threading.Thread):
+    # importlib's ModuleSpec: every import (torch's C++ makes some inside the refresh) reads a module's
+    # __spec__._initializing, which a property on the class would answer (attacker round 26's probe).
+    for cls in (random.Random, contextlib.suppress, threading.Thread, importlib.machinery.ModuleSpec):
         spaces.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
     # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
     # helpers up in json.encoder and json.decoder at call time (round 9 replaced c_make_encoder).
@@ -116,6 +119,28 @@ def _namespaces() -> dict[str, Any]:
 
 
 _HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__del__"})
+# Values honest code adds to a watched class (dynamo: nn.Module.___needs_generation_tag_patch, a flag;
+# copyreg: a class's __slotnames__, a list): exact built-in data types, none of them a descriptor.
+_PLAIN = (bool, int, float, str, bytes, type(None), list, tuple, dict, set, frozenset)
+_BUILTIN_NAMES = frozenset(vars(builtins)) | {"__getattr__", "__dir__"}
+
+
+def _added(space: str, obj: Any, attr: str, value: Any) -> list[str]:
+    """A name added to a watched namespace that changes what the harness's code finds (sealed.build holds
+    each copy and check to the same rule): to a class, anything but a plain value (a descriptor overrides
+    its instances' own attributes, a hook name or a base's name changes every lookup); to a module, a
+    builtin's name (its functions then find the module's instead: attacker round 26's `zip` in
+    kernelbot.harness.inputs) or, for the harness's own modules, any name."""
+    if isinstance(obj, type):
+        shadows = attr in _HOOKS or any(attr in vars(base) for base in obj.__mro__[1:])
+        if shadows or not any(type(value) is plain for plain in _PLAIN):
+            return [f"{space}.{attr} was added to the class"]
+        return []
+    if attr in _BUILTIN_NAMES or space == "kernelbot" or space.startswith("kernelbot."):
+        return [f"{space}.{attr} was added (it shadows a builtin for the module's code)"]
+    return []
+
+
 # Replaced by torch itself when torch.compile first runs (dynamo's mutation guard); construction and
 # unpickling are over for the reference before the candidate is imported, so they cannot change its result.
 # random._sha512: Python 3.13 imports it on the first seed from a string (an honest candidate's). sysconfig's
@@ -182,7 +207,7 @@ HARNESS_OPS = (
     "aten::where.self", "aten::arange", "aten::arange.start",
     "aten::ccol_indices", "aten::clone", "aten::col_indices", "aten::contiguous", "aten::copy_",
     "aten::crow_indices", "aten::detach", "aten::empty.memory_format", "aten::fill_.Scalar", "aten::full",
-    "aten::index.Tensor", "aten::mul_.Scalar", "aten::mul_.Tensor", "aten::randperm",
+    "aten::index.Tensor", "aten::index_select", "aten::mul_.Scalar", "aten::mul_.Tensor", "aten::randperm", "aten::repeat",
     "aten::randperm.generator", "aten::remainder_.Scalar", "aten::reshape", "aten::row_indices",
     "aten::slice.Tensor", "aten::sparse_compressed_tensor.comp_plain_value_size", "aten::to_dense",
     "aten::unsqueeze", "aten::values", "aten::view", "aten::view.dtype", "aten::_to_dense", "aten::zeros",
@@ -412,10 +437,10 @@ class Integrity:
                 current = now.get(attr, missing)
                 if current is not value and not _rewrapped_by_torch(current, value):
                     found.append(f"{space}.{attr} was {'removed' if attr not in now else 'replaced'}")
-            if isinstance(obj, type):  # a name added to a class that hides what its bases define
-                for attr in now.keys() - before.keys():
-                    if attr in _HOOKS or any(attr in vars(base) for base in obj.__mro__[1:]):
-                        found.append(f"{space}.{attr} was added over its base's")
+            if sys.modules.get(space, obj) is not obj and isinstance(obj, types.ModuleType):
+                found.append(f"sys.modules[{space}] was replaced")
+            for attr in now.keys() - before.keys():
+                found += _added(space, obj, attr, now[attr])
         new_kernels = _aten_overrides() - self._kernels
         if new_kernels:
             found.append(

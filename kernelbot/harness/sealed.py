@@ -23,6 +23,7 @@ What is left is below Python: native code of the candidate's can hook the C libr
 from __future__ import annotations
 
 import _signal
+import builtins
 import gc
 import json
 import json.decoder
@@ -32,6 +33,7 @@ import mmap
 import os
 import signal
 import struct
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -190,7 +192,30 @@ def build(
     code_of, closure_of = (function_t.__dict__[n].__get__ for n in ("__code__", "__closure__"))
     cell_contents = cell_t.__dict__["cell_contents"].__get__
     dict_get, dict_iter, proxy_get, proxy_iter = dict.get, dict.__iter__, proxy_t.get, proxy_t.__iter__
-    missing, watched_spaces, wrapper_code = object(), spaces, rewrap_code
+    missing, wrapper_code = object(), rewrap_code
+    # Each space with the names it held at build, whether it is a class, and its module's sys.modules entry.
+    # A name added to a module shadows the builtin of that name for the module's own code (attacker round 26
+    # added `zip` to kernelbot.harness.inputs, and the refresh's zip computed each set's product); one added to
+    # a class can be a descriptor that overrides its instances' own attributes (round 26's probe: a property
+    # `_initializing` on ModuleSpec, read by every import torch's C++ makes inside the refresh). Honest code
+    # adds submodules to modules and plain data to classes (guards._PLAIN).
+    modules_now = sys.modules
+    watched_spaces = tuple(
+        (
+            label,
+            obj,
+            cls,
+            live,
+            items,
+            set_t(live),
+            issubclass_(cls, type_),
+            label == "kernelbot" or label.startswith("kernelbot."),
+            obj if modules_now.get(label) is obj else missing,
+        )
+        for label, obj, cls, live, items in spaces
+    )
+    builtin_names = frozenset(vars(builtins)) | {"__getattr__", "__dir__"}
+    plain_values = (bool, int, float, str, bytes, type(None), list, tuple, dict, set, frozenset)
 
     def rewrapped(new: Any, old: Any) -> bool:
         """torch's own wrapper around the value at build (guards._rewrapped_by_torch), by its code and cells."""
@@ -205,13 +230,26 @@ def build(
         return False
 
     def namespaces() -> None:
-        for label, obj, cls, live, items in tuple_iter(watched_spaces):
+        for label, obj, cls, live, items, known, is_class, harness, module in tuple_iter(watched_spaces):
             if type_(obj) is not cls:
                 raise refused(label + " was given another class")
+            if module is not missing and dict_get(modules_now, label, missing) is not module:
+                raise refused("sys.modules[" + label + "] was replaced")
             proxy = type_(live) is proxy_t
             for key in proxy_iter(live) if proxy else dict_iter(live):
                 if type_(key) is not str_t:  # its __eq__ would run in the lookups below
                     raise refused(label + " was given a name that is not a plain string")
+                if key in known:
+                    continue
+                if is_class:
+                    added = proxy_get(live, key, None) if proxy else dict_get(live, key, None)
+                    kind = type_(added)  # by identity: `in` would call a metaclass's __eq__
+                    if not any_(kind is plain for plain in plain_values):
+                        raise refused(label + "." + key + " was added to the class")
+                elif harness or key in builtin_names:
+                    raise refused(
+                        label + "." + key + " was added (it shadows a builtin for the module's code)"
+                    )
             for name, value in tuple_iter(items):
                 now = proxy_get(live, name, missing) if proxy else dict_get(live, name, missing)
                 if now is not value and not rewrapped(now, value):
