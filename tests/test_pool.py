@@ -126,6 +126,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow  # ~30 s; the pool's scheduling tests stay in CI
 def test_base_and_head_of_an_operator_share_its_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real review on the CPU with a pool of two fake GPUs: every sandbox of one operator (two a side) was
     given the same GPU, and the two operators ran side by side on different ones."""

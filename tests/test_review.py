@@ -279,6 +279,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow  # ~90 s; the Action's test of a verified suggestion (search agent, review, comment) stays in CI
 def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> None:
     repo = GitRepoBuilder(tmp_path / "repo")
     config = CONFIG.split("operators:")[0] + "agent:\n  budget: 1\n"
