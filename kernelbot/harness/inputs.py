@@ -147,6 +147,7 @@ BLOCKS_AT_ONCE = 256  # blocks gathered per step: a bounded temporary for a mult
 # Above it the index costs more to make than it saves (one set of 16 MiB: 139 ms against 93 ms).
 INDEX_MAX = 1 << 20
 _index_select, _repeat, _lt = _T.index_select, _T.repeat, _T.lt
+_HALF = torch.tensor(0.5)  # a CPU scalar: compared with a CUDA tensor too
 
 
 def _affine(m: int, pick: random.Random, device: torch.device) -> torch.Tensor:
@@ -192,9 +193,10 @@ def _order(n: int, device: torch.device, seed: int) -> tuple[Any, ...]:
     from sample to sample. A reordering alone kept it, and a statistic of the values (a quantile, a norm)
     could be kept by a candidate from sample to sample (attacker round 8: a percentile clip, 113x eager)."""
     generator = torch.Generator(device=device).manual_seed(seed ^ 0x2545F4914F6CDD1D)
-    # Tensor.lt, not `<`: torch's Python wrapper of `<` runs import statements (each reads the spec of a module
-    # in sys.modules: attacker round 26's probe ran a property of ModuleSpec there, inside the refresh).
-    mask = _lt(torch.rand(min(n, BLOCK), generator=generator, device=device), 0.5)
+    # Tensor.lt with a tensor, not `< 0.5`: torch's Python wrapper of `<` runs import statements, and a Python
+    # float given to an operator made torch's C++ import a module; each import reads the spec of a module in
+    # sys.modules (attacker round 26's probe ran a property of ModuleSpec there, inside the refresh).
+    mask = _lt(torch.rand(min(n, BLOCK), generator=generator, device=device), _HALF)
     return (_one_order(n, device, seed), _one_order(n, device, seed ^ 0x5DEECE66D), mask)
 
 
