@@ -203,7 +203,7 @@ def _aten_overrides() -> frozenset[str]:
 # first and checks that this list covers it (the outputs' copy holds its own: sealed.TORCH_PATH_OPS). The input factory's own are traced when a candidate is loaded (ops_run_by).
 HARNESS_OPS = (
     "aten::_local_scalar_dense", "aten::_unsafe_view", "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias",
-    "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::lt.Scalar", "aten::rand.generator",
+    "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::lt.Scalar", "aten::lt.Tensor", "aten::rand.generator",
     "aten::where.self", "aten::arange", "aten::arange.start",
     "aten::ccol_indices", "aten::clone", "aten::col_indices", "aten::contiguous", "aten::copy_",
     "aten::crow_indices", "aten::detach", "aten::empty.memory_format", "aten::fill_.Scalar", "aten::full",
