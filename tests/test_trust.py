@@ -993,6 +993,7 @@ def test_work_in_a_finalizer_the_collector_runs_in_the_refresh_is_not_done_there
         ("meta_swap_in_the_refresh", "an input tensor's dispatch keys were changed"),
         ("shadow_zip", "kernelbot.harness.inputs.zip was added"),
         ("spec_property", "ModuleSpec._initializing was added to the class"),
+        ("lookup_eq", "sys.modules was given a name that is not a plain string"),
     ],
 )
 def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str, tmp_path: Path) -> None:
@@ -1014,7 +1015,10 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
     time), where it shadows the builtin for the refresh, which then computed each set's product; the check
     held only the names a namespace had. A name added to a module that shadows a builtin (any name, in the
     harness's own), and anything but plain data added to a class, are refused now; and the round's probe,
-    a property on importlib's ModuleSpec, read by the imports torch's C++ makes inside the refresh."""
+    a property on importlib's ModuleSpec, read by the imports torch's C++ makes inside the refresh. Round 27
+    (reward 3, static check on, 6.7x eager) went through that fix's own lookup of sys.modules: a str subclass
+    hashing as "torch.fft", put ahead of it in the table, computed the queued products in its __eq__ inside
+    the check and the copy; every key of sys.modules is now read as it stands before any lookup there."""
     ev = _attack(name, tmp_path)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1

@@ -423,6 +423,9 @@ class Integrity:
         last: a replacement read through them runs, and round 21's put everything back from there."""
         found = []
         missing = object()
+        odd = [key for key in list(sys.modules) if type(key) is not str]  # before any lookup (sealed.py)
+        if odd:
+            return ["sys.modules was given a name that is not a plain string"]
         for space, (obj, before) in self._spaces.items():
             if type(obj) is not self._classes[space]:  # a module given a class of its own (__getattribute__)
                 found.append(f"{space} was given another class")
