@@ -119,24 +119,21 @@ def _namespaces() -> dict[str, Any]:
 
 
 _HOOKS = frozenset({"__getattr__", "__getattribute__", "__setattr__", "__del__"})
-# Values honest code adds to a watched class (dynamo: nn.Module.___needs_generation_tag_patch, a flag;
-# copyreg: a class's __slotnames__, a list): exact built-in data types, none of them a descriptor.
-_PLAIN = (bool, int, float, str, bytes, type(None), list, tuple, dict, set, frozenset)
-_BUILTIN_NAMES = frozenset(vars(builtins)) | {"__getattr__", "__dir__"}
 
 
 def _added(space: str, obj: Any, attr: str, value: Any) -> list[str]:
     """A name added to a watched namespace that changes what the harness's code finds (sealed.build holds
-    each copy and check to the same rule): to a class, anything but a plain value (a descriptor overrides
+    each copy and check to the same rule, with the same constants; the guard is stricter in one point: a hook
+    name or a base's name added to a class is refused even with a plain value): to a class, anything but a plain value (a descriptor overrides
     its instances' own attributes, a hook name or a base's name changes every lookup); to a module, a
     builtin's name (its functions then find the module's instead: attacker round 26's `zip` in
     kernelbot.harness.inputs) or, for the harness's own modules, any name."""
     if isinstance(obj, type):
         shadows = attr in _HOOKS or any(attr in vars(base) for base in obj.__mro__[1:])
-        if shadows or not any(type(value) is plain for plain in _PLAIN):
+        if shadows or not any(type(value) is plain for plain in sealed.PLAIN_VALUES):
             return [f"{space}.{attr} was added to the class"]
         return []
-    if attr in _BUILTIN_NAMES or space == "kernelbot" or space.startswith("kernelbot."):
+    if attr in sealed.SHADOWING_NAMES or space == "kernelbot" or space.startswith("kernelbot."):
         return [f"{space}.{attr} was added (it shadows a builtin for the module's code)"]
     return []
 

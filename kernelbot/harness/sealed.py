@@ -69,6 +69,11 @@ _SPARSE_KEYS = frozenset({"SparseCPU", "SparseCUDA", "SparseCsrCPU", "SparseCsrC
 # runs only for a tensor without data, which neither the copy nor the refresh is given. Every other key is
 # compared: a kernel on the Negative key ran for an input whose neg bit a timed call had set (round 24).
 META_KEYS = frozenset({"Meta", "SparseMeta", "SparseCsrMeta", "QuantizedMeta", "NestedTensorMeta"})
+# The "added name" rule, here and in the guard (guards._added): values honest code adds to a watched class
+# (dynamo: nn.Module.___needs_generation_tag_patch, a flag; copyreg: a class's __slotnames__, a list) are
+# exact built-in data types, none of them a descriptor; a name added to a module may not shadow a builtin.
+PLAIN_VALUES = (bool, int, float, str, bytes, type(None), list, tuple, dict, set, frozenset)
+SHADOWING_NAMES = frozenset(vars(builtins)) | {"__getattr__", "__dir__"}
 
 
 def build(
@@ -198,7 +203,8 @@ def build(
     # added `zip` to kernelbot.harness.inputs, and the refresh's zip computed each set's product); one added to
     # a class can be a descriptor that overrides its instances' own attributes (round 26's probe: a property
     # `_initializing` on ModuleSpec, read by every import torch's C++ makes inside the refresh). Honest code
-    # adds submodules to modules and plain data to classes (guards._PLAIN).
+    # adds submodules to modules and plain data to classes (PLAIN_VALUES). Unlike the guard, this check lets a
+    # plain value through under a hook's or a base's name: such a value is data, not code the harness runs.
     modules_now = sys.modules
     watched_spaces = tuple(
         (
@@ -214,8 +220,7 @@ def build(
         )
         for label, obj, cls, live, items in spaces
     )
-    builtin_names = frozenset(vars(builtins)) | {"__getattr__", "__dir__"}
-    plain_values = (bool, int, float, str, bytes, type(None), list, tuple, dict, set, frozenset)
+    builtin_names, plain_values = SHADOWING_NAMES, PLAIN_VALUES
 
     def rewrapped(new: Any, old: Any) -> bool:
         """torch's own wrapper around the value at build (guards._rewrapped_by_torch), by its code and cells."""
@@ -527,7 +532,7 @@ def build(
         # the next sample's work (attacker round 22).
         gc_disable()
         blocked = sigmask(block, all_signals)
-        checked = False  # a check passed, and nothing but this server has run since
+        checked = False  # the last command was a check that passed
         try:
             if answer is not None:
                 write_all(answer)
@@ -538,22 +543,19 @@ def build(
                     return None
                 kind, nonce = command.get("cmd"), command.get("n")
                 nonce = nonce if type_(nonce) is int_t else None
+                passed = False
                 if kind == "outputs":
                     send(answer_outputs(outputs, nonce))
                 elif kind == "check":
-                    checked, reply = step(check, (), nonce)
+                    passed, reply = step(check, (), nonce)
                     send(reply)
-                    command = None
-                    continue  # a check leaves `checked` for the prep that follows it
                 elif kind == "prep":
+                    # The judge sends a check first; without one just before, the prep makes it.
+                    ready, reply = (True, b"") if checked else step(check, (), nonce)
                     seed = command.get("seed")
-                    if not checked:  # the judge sends a check first; without one, the prep makes it
-                        passed, reply = step(check, (), nonce)
-                        if not passed:
-                            send(reply)
-                            command = None
-                            continue
-                    if type_(seed) is not int_t:
+                    if not ready:
+                        send(reply)
+                    elif type_(seed) is not int_t:
                         send(
                             encoded(
                                 {
@@ -570,7 +572,8 @@ def build(
                     send(step(arm, (), nonce)[1])
                 else:
                     return command
-                checked, command = False, None
+                # A passed check stands for the command right after it only.
+                checked, command = passed, None
         finally:
             sigmask(set_mask, blocked)
 
