@@ -72,9 +72,10 @@ def main() -> None:
     rows = single_rule_rows(benchmark_rows(), rules)
     if args.evaluate_on:
         held = single_rule_rows(training_rows(args.evaluate_on), rules)
-        quality = evaluate_on(rows, held, rules).summary()
-        print(json.dumps(quality, indent=1))
-        _report(args.report, quality)
+        evaluation = evaluate_on(rows, held, rules)
+        quality = evaluation.summary()
+        print(json.dumps({**quality, "searches": evaluation.details}, indent=1))
+        _report(args.report, quality, evaluation.details)
         return
     policy = fit(rows, rules)
     quality = evaluate(rows, rules).summary()
@@ -85,10 +86,15 @@ def main() -> None:
     _report(args.report, quality)
 
 
-def _report(path: Path | None, quality: dict[str, Any]) -> None:
+def _report(path: Path | None, quality: dict[str, Any], searches: list[dict[str, Any]] | None = None) -> None:
     if path:
         lines = ["| measure | value |", "|---|---|", *(f"| {k} | {v if not isinstance(v, float) else f'{v:.3f}'} |"
                                                    for k, v in quality.items())]  # fmt: skip
+        if searches:  # each replayed search: where the final best sits in either order
+            lines += ["", "| operator | final best | evaluations learned / fixed | s learned / fixed | learned order |",
+                      "|---|---|---|---|---|"]  # fmt: skip
+            lines += [f"| {d['operator']} | {d['best']} | {d['evaluations'][0]} / {d['evaluations'][1]} | "
+                      f"{d['wall_s'][0]} / {d['wall_s'][1]} | {', '.join(d['learned'])} |" for d in searches]  # fmt: skip
         path.write_text("\n".join(lines) + "\n")
 
 

@@ -377,6 +377,13 @@ def test_the_shipped_runs_judged_on_another_sets_database(
     quality = json.loads(capsys.readouterr().out)
     assert quality["operators"] == 6 and quality["episodes"] == 6 and quality["folds"] == 1
     assert "| median_evaluations_ratio |" in report.read_text()
+    # Each replayed search: its final best, and the position the learned and the fixed order give it.
+    searches = quality["searches"]
+    assert len(searches) == 6 and {d["best"] for d in searches} == {LAUNCH_BOUND_WINNER, LARGE_WINNER}
+    for d in searches:
+        assert d["learned"].index(d["best"]) + 1 == d["evaluations"][0]
+        assert d["fixed"].index(d["best"]) + 1 == d["evaluations"][1]
+    assert report.read_text().count("| heldout/set:") == 6
     assert not shipped.exists()
 
 

@@ -174,6 +174,9 @@ class Evaluation:
     fixed: list[Replay] = field(default_factory=list)
     learned_first_wins: int = 0  # the first candidate in the learned order earned reward >= 2
     fixed_first_wins: int = 0
+    # Per replayed search: its operator, the final best's rule, and the recorded rules in each order (for a
+    # report to show where the orders differ; not part of the summary a policy file keeps).
+    details: list[dict[str, Any]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         def med(values: list[float]) -> float | None:
@@ -273,6 +276,17 @@ def _replay_held(result: Evaluation, policy: Policy, held: Sequence[Episode], ru
         learned = [rule.id for rule, _ in policy.order(present, e.facts)]
         result.learned.append(_replay(learned, e))
         result.fixed.append(_replay(fixed, e))
+        recorded = {r.rule for r in e.rows}
+        result.details.append(
+            {
+                "operator": e.operator,
+                "best": e.target.rule if e.target else None,
+                "learned": learned,
+                "fixed": [x for x in fixed if x in recorded],
+                "evaluations": [result.learned[-1].evaluations, result.fixed[-1].evaluations],
+                "wall_s": [round(result.learned[-1].wall_s, 1), round(result.fixed[-1].wall_s, 1)],
+            }
+        )
         result.learned_first_wins += _won(e, learned[0])
         result.fixed_first_wins += _won(e, next(x for x in fixed if x in learned))
         result.episodes += 1
