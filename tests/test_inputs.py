@@ -193,3 +193,30 @@ def test_tracing_the_input_factory_does_not_import_the_compiler() -> None:
     )
     assert done.stdout.split("]")[-1].strip() == "False", done.stdout
     assert "'aten::randn'" in done.stdout and "'aten::randint'" in done.stdout, done.stdout
+
+
+def test_no_tensor_subclass_hook_runs_inside_the_refresh() -> None:
+    """Attacker round 28 gave a tensor the refresh computes with (its mask's threshold, a module constant
+    then) a subclass in place; its __torch_function__ ran at every torch.where of the refresh and did the
+    sample's work there. The refresh runs with torch-function dispatch off: a subclass hook is not called,
+    here even with every input and master of that subclass (which the refresh's class check allows)."""
+    from kernelbot.harness import inputs
+
+    calls: list[str] = []
+
+    class Spy(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            calls.append(getattr(func, "__name__", "?"))
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+
+    torch.lt(torch.zeros(1).as_subclass(Spy), 1.0)
+    assert calls == ["lt"]  # the instrument sees a call made outside the refresh
+    calls.clear()
+    for n in (100, 3 * 65536 + 7):  # a whole permutation and blocks (each draws with torch.where)
+        master = torch.randn(n)
+        sets, masters = [[torch.zeros(n).as_subclass(Spy)]], [[master.as_subclass(Spy)]]
+        inputs.refresh(sets, masters, seed=3)
+        assert bool(torch.isin(sets[0][0].as_subclass(torch.Tensor), master).all())
+    assert calls == []

@@ -441,3 +441,35 @@ def test_cuda_outputs_arrive_as_they_were(torch_path: bool) -> None:
         os.close(region)
     for sent, back in zip(tensors, got, strict=True):
         assert back.dtype == sent.dtype and torch.equal(back, sent.contiguous())
+
+
+def test_a_watched_value_given_another_class_in_place_is_refused(region: int) -> None:
+    """Attacker round 28 kept a watched value's identity and changed its class (torch.utils.swap_tensors gave
+    the refresh's tensor constant a subclass whose __torch_function__ did the sample's work): the sealed
+    check and the guard hold each watched value's class to the snapshot, not only its identity."""
+    from kernelbot.harness.guards import Integrity
+
+    space = types.ModuleType("kernelbot_probe_space")
+    space.threshold = torch.tensor(0.5)  # type: ignore[attr-defined]
+    integrity = Integrity(extra={"kernelbot_probe_space": space})
+    to_judge_r, to_judge_w = os.pipe()
+    from_judge_r, from_judge_w = os.pipe()
+    said = "kernelbot_probe_space.threshold was given another class in place"
+    try:
+        _, _, verify = sealed.build(
+            region, to_judge_w, from_judge_r, spaces=integrity.sealed(), failure=Refused
+        )
+        verify()  # as at build
+        assert not [v for v in integrity.violations() if "kernelbot_probe_space" in v]
+
+        class Sub(torch.Tensor):
+            pass
+
+        torch.utils.swap_tensors(space.threshold, torch.tensor(0.5).as_subclass(Sub))  # type: ignore[attr-defined]
+        assert type(space.threshold) is Sub  # type: ignore[attr-defined]
+        with pytest.raises(PermissionError, match=said):
+            verify()
+        assert said in integrity.violations()
+    finally:
+        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
+            os.close(fd)

@@ -1021,7 +1021,8 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
     a property on importlib's ModuleSpec, read by the imports torch's C++ makes inside the refresh. Round 27
     (reward 3, static check on, 6.7x eager) went through that fix's own lookup of sys.modules: a str subclass
     hashing as "torch.fft", put ahead of it in the table, computed the queued products in its __eq__ inside
-    the check and the copy; every key of sys.modules is now read as it stands before any lookup there."""
+    the check and the copy; every key of sys.modules is now read as it stands before any lookup there.
+    Round 28 is test_a_constant_of_the_refresh_given_a_subclass_forges_nothing, below."""
     ev = _attack(name, tmp_path)
     if name == "restoring_proxy" and DEVICE == "cuda" and ev.ok:
         # On CUDA the timed calls' own synchronize reads through the proxy inside the judge's window, so it
@@ -1029,6 +1030,21 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
         return
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+def test_a_constant_of_the_refresh_given_a_subclass_forges_nothing(tmp_path: Path) -> None:
+    """Attacker round 28 (reward 3 with the static check on, 2.3x eager and 5.1x torch.compile side by side):
+    the refresh's own tensor constant (inputs._HALF, its mask's threshold) given a tensor subclass in place by
+    torch.utils.swap_tensors (reached through sys.modules by decoded names; the object's identity kept, and
+    the checks compared identities), whose __torch_function__ computed each set's product at the refresh's
+    torch.where. The refresh now holds no such constant (its coin is one draw below another) and runs with
+    torch-function dispatch off (tests/test_inputs.py), and a watched value given another class in place is
+    refused (tests/test_sealed.py). The candidate finds nothing to swap: its timed calls do the work."""
+    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
+    ev = _attack("half_mask", tmp_path)
+    assert honest.ok and honest.timing is not None
+    assert ev.ok and ev.timing is not None, ev.reason
+    assert ev.timing.median_ms > 0.5 * honest.timing.median_ms, (ev.timing, honest.timing)
 
 
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:

@@ -376,6 +376,11 @@ class Integrity:
             name: (obj, dict(vars(obj))) for name, obj in {**_namespaces(), **(extra or {})}.items()
         }
         self._classes = {name: type(obj) for name, (obj, _) in self._spaces.items()}
+        # Each value's class: an object changed in place keeps its identity (attacker round 28 gave the
+        # refresh's tensor constant inputs._HALF a subclass by torch.utils.swap_tensors).
+        self._kinds = {
+            name: {a: type(v) for a, v in before.items()} for name, (_, before) in self._spaces.items()
+        }
         self._kernels = _aten_overrides()
         self._harness_kernels = _harness_kernels(self._ops)
         self._modes = _modes()
@@ -388,7 +393,7 @@ class Integrity:
         self._tasks_from: int | None = None
         self._counting = False
 
-    def sealed(self) -> tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any], ...]], ...]:
+    def sealed(self) -> tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any, type], ...]], ...]:
         """The namespaces' snapshot as each sealed copy holds them to it (sealed.build's `spaces`)."""
         return tuple(
             (
@@ -396,7 +401,7 @@ class Integrity:
                 obj,
                 self._classes[space],
                 vars(obj),
-                tuple((a, v) for a, v in before.items() if f"{space}.{a}" not in _MAY_CHANGE),
+                tuple((a, v, type(v)) for a, v in before.items() if f"{space}.{a}" not in _MAY_CHANGE),
             )
             for space, (obj, before) in self._spaces.items()
         )
@@ -437,6 +442,8 @@ class Integrity:
                 current = now.get(attr, missing)
                 if current is not value and not _rewrapped_by_torch(current, value):
                     found.append(f"{space}.{attr} was {'removed' if attr not in now else 'replaced'}")
+                elif current is value and type(current) is not self._kinds[space][attr]:
+                    found.append(f"{space}.{attr} was given another class in place")
             if sys.modules.get(space, obj) is not obj and isinstance(obj, types.ModuleType):
                 found.append(f"sys.modules[{space}] was replaced")
             for attr in now.keys() - before.keys():

@@ -147,7 +147,7 @@ BLOCKS_AT_ONCE = 256  # blocks gathered per step: a bounded temporary for a mult
 # Above it the index costs more to make than it saves (one set of 16 MiB: 139 ms against 93 ms).
 INDEX_MAX = 1 << 20
 _index_select, _repeat, _lt = _T.index_select, _T.repeat, _T.lt
-_HALF = torch.tensor(0.5)  # a CPU scalar: compared with a CUDA tensor too
+_no_torch_function = torch._C.DisableTorchFunction
 
 
 def _affine(m: int, pick: random.Random, device: torch.device) -> torch.Tensor:
@@ -193,10 +193,15 @@ def _order(n: int, device: torch.device, seed: int) -> tuple[Any, ...]:
     from sample to sample. A reordering alone kept it, and a statistic of the values (a quantile, a norm)
     could be kept by a candidate from sample to sample (attacker round 8: a percentile clip, 113x eager)."""
     generator = torch.Generator(device=device).manual_seed(seed ^ 0x2545F4914F6CDD1D)
-    # Tensor.lt with a tensor, not `< 0.5`: torch's Python wrapper of `<` runs import statements, and a Python
-    # float given to an operator made torch's C++ import a module; each import reads the spec of a module in
-    # sys.modules (attacker round 26's probe ran a property of ModuleSpec there, inside the refresh).
-    mask = _lt(torch.rand(min(n, BLOCK), generator=generator, device=device), _HALF)
+    # One draw below another (a fair coin), by Tensor.lt: not `< 0.5`, since torch's Python wrapper of `<` runs
+    # import statements and a Python float given to an operator made torch's C++ import a module, each import
+    # reading the spec of a module in sys.modules (attacker round 26's probe ran a property of ModuleSpec
+    # there, inside the refresh); and not against a tensor constant, which is state the subject can reach (round
+    # 28 gave one a subclass in place; its values, changed, would have biased the draw).
+    m = min(n, BLOCK)
+    mask = _lt(
+        torch.rand(m, generator=generator, device=device), torch.rand(m, generator=generator, device=device)
+    )
     return (_one_order(n, device, seed), _one_order(n, device, seed ^ 0x5DEECE66D), mask)
 
 
@@ -295,8 +300,13 @@ def refresh(
 
     `fresh` (the factory, for an operator whose outputs a reordering does not change: a full sum, a sort):
     each set's dense inputs are drawn anew from it instead, set i with seed + i. `renew` (an operator whose
-    sparse matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`."""
-    without_grad(_refresh, sets, masters, seed, renew, fresh)
+    sparse matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`.
+
+    With torch-function dispatch off: no tensor subclass's __torch_function__ runs in here, whatever tensor
+    it reaches (attacker round 28 gave a module constant a subclass in place, and its hook ran for every
+    torch.where of the refresh). DisableTorchFunction is an immutable C type: its __enter__ is its own."""
+    with _no_torch_function():
+        without_grad(_refresh, sets, masters, seed, renew, fresh)
 
 
 def _refresh(

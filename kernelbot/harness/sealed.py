@@ -84,7 +84,7 @@ def build(
     *,
     torch_path: bool = False,
     watched: tuple[str, ...] = (),
-    spaces: tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any], ...]], ...] = (),
+    spaces: tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any, type], ...]], ...] = (),
     rewrap_code: Any = None,
     failure: type[Exception] | None = None,
     refusal: Callable[[], str | None] | None = None,
@@ -108,9 +108,9 @@ def build(
     for, so such a kernel must be gone before each sample's outputs are read, and nothing of the subject's
     runs between a copy and the next refresh to put it back.
     `spaces`: the guard's snapshot of the namespaces the harness looks names up in (guards.Integrity.sealed):
-    (name, object, its class, its live dict or mapping proxy, (attribute, value) pairs). Each copy holds
-    them to it too: a replacement the refresh calls (builtins.zip, attacker round 23) must then be gone
-    whenever a copy may come. `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
+    (name, object, its class, its live dict or mapping proxy, (attribute, value, its class) triples). Each
+    copy holds them to it too: a replacement the refresh calls (builtins.zip, attacker round 23) must then be
+    gone whenever a copy may come, and so must a value given another class in place (swap_tensors, round 28). `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
     torch._dynamo puts around torch.manual_seed (not a replacement).
     `verify()`: those checks alone, raising PermissionError (the guard command runs it first: round 23 also
     put its replacement back from inside the guard's own reads). `failure`: the class whose `status` and
@@ -261,10 +261,12 @@ def build(
                     raise refused(
                         label + "." + key + " was added (it shadows a builtin for the module's code)"
                     )
-            for name, value in tuple_iter(items):
+            for name, value, kind in tuple_iter(items):
                 now = proxy_get(live, name, missing) if proxy else dict_get(live, name, missing)
                 if now is not value and not rewrapped(now, value):
                     raise refused(label + "." + name + " was replaced")
+                if now is value and type_(now) is not kind:  # changed in place (swap_tensors, round 28)
+                    raise refused(label + "." + name + " was given another class in place")
 
     def kernels() -> list[str]:
         found = []
