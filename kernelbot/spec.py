@@ -87,14 +87,20 @@ class OperatorSpec:
         return self.decl is None or device in self.decl.devices
 
 
-def is_kernelbench_source(text: str) -> bool:
-    """True when the module defines Model, get_inputs and get_init_inputs at top level."""
+def missing_kernelbench_names(text: str) -> list[str]:
+    """Which of Model, get_inputs and get_init_inputs the module does not define at top level (all of them
+    for a file that does not parse)."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
-        return False
+        return list(KERNELBENCH_NAMES)
     names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
-    return all(name in names for name in KERNELBENCH_NAMES)
+    return [name for name in KERNELBENCH_NAMES if name not in names]
+
+
+def is_kernelbench_source(text: str) -> bool:
+    """True when the module defines Model, get_inputs and get_init_inputs at top level."""
+    return not missing_kernelbench_names(text)
 
 
 def _matches(rel: str, patterns: list[str]) -> bool:
@@ -169,9 +175,17 @@ def resolve_operator(target: str, root: Path, config: Config) -> tuple[OperatorS
     except SyntaxError as err:
         where = f"{target}:{err.lineno}" if err.lineno else target  # null bytes have no line
         raise ConfigError(f"{where}: {err.msg}; fix the syntax error") from None
-    if not is_kernelbench_source(text):
+    missing = missing_kernelbench_names(text)
+    if missing:
+        wanted = {
+            "Model": "class Model(nn.Module)",
+            "get_inputs": "get_inputs()",
+            "get_init_inputs": "get_init_inputs()",
+        }
+        said = ", ".join(wanted[name] for name in missing)
         raise ConfigError(
-            f"{target}: not a KernelBench-form operator; define class Model(nn.Module), get_inputs() and get_init_inputs() at top level"
+            f"{target}: not a KernelBench-form operator; it lacks {said} at top level (a KernelBench-form "
+            "file defines class Model(nn.Module), get_inputs() and get_init_inputs())"
         )
     base = root.resolve()
     try:

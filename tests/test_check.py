@@ -143,7 +143,14 @@ def test_broken_operator_is_a_config_error(
 def test_not_kernelbench_form_names_the_fix(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "ops" / "half.py").write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n")
     assert main(["check", "ops/half.py", "--device", "cpu"]) == 2
-    assert "define class Model(nn.Module), get_inputs() and get_init_inputs()" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "it lacks get_inputs(), get_init_inputs() at top level" in err, err  # what is missing, by name
+    assert "defines class Model(nn.Module), get_inputs() and get_init_inputs()" in err
+    (repo / "ops" / "half.py").write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
+    )
+    assert main(["check", "ops/half.py", "--device", "cpu"]) == 2
+    assert "it lacks get_init_inputs() at top level" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -291,6 +298,23 @@ def test_an_operator_timed_past_its_gpu_time_is_one_line_that_names_the_likely_c
             "kernelbot: error: ops/lin.py: the operator itself failed (rejected): anti-hack"
         )
         assert ("give kernelbot one of its own (CUDA_VISIBLE_DEVICES)" in err) == (kind == "hidden"), err
+
+
+def test_an_operator_that_keeps_state_between_calls_is_told_to_be_a_pure_function(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A forward that counts its calls in a buffer is wrong against itself (the judge's reference has been
+    called fewer times): the one line says what makes an operator differ from itself, not only the numbers."""
+    (repo / "ops" / "counter.py").write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        '        self.register_buffer("calls", torch.zeros(()))\n\n    def forward(self, x):\n'
+        "        self.calls.add_(1)\n        return x * self.calls\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 64)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    assert main(["check", "ops/counter.py", "--device", "cpu", "--no-compile"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("kernelbot: error: ops/counter.py: the operator itself failed (incorrect)"), err
+    assert "make forward a pure function of its inputs" in err and "call counter" in err, err
 
 
 def test_the_compile_baseline_gets_a_third_of_the_time_left_and_no_second_run_past_it(

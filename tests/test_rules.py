@@ -243,6 +243,22 @@ def test_untraceable_operator_matches_no_graph_rule(tmp_path: Path, rules: dict[
     )
 
 
+def test_a_trace_that_kept_the_forwards_results_as_constants_is_not_a_graph(tmp_path: Path) -> None:
+    """A buffer written in place and then computed on: fx runs those operations for real while tracing and
+    keeps their results as constants, so the graph was one copy_ and rules matched on ops the forward does
+    not show (a user's KernelBench-style problem: ops == ["copy"], traceable). Now it is untraceable, said why."""
+    facts = facts_for(
+        tmp_path,
+        "(x,) = args\n                self.buf.copy_(x)\n                self.buf.mul_(2).sub_(self.buf.mean())\n"
+        "                return self.buf.clone(), self.buf.sum(0)",
+        "[torch.randn(8, 5)]",
+        init='self.register_buffer("buf", torch.zeros(8, 5))',
+    )
+    assert facts["traceable"] is False and "depend on no input" in facts["trace_error"], facts
+    honest = facts_for(tmp_path, "(x,) = args\n                return x.mul(2).sum(0)", "[torch.randn(8, 5)]")
+    assert honest["traceable"] is True and {"mul", "sum"} <= set(honest["ops"]), honest
+
+
 def test_a_bad_rule_file_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(
         "id: bad\ndescription: x\nrationale: y\nproduces: {rewrite: diag_matmul}\nexpected_gian: 3\n"

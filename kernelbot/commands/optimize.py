@@ -72,6 +72,7 @@ def render(result: OptimizeResult) -> None:
     title = (
         f"{check.spec.name}: eager {console.fmt_ms(check.eager.timing.median_ms if check.eager.timing else None)}, "
         f"torch.compile {console.fmt_ms(check.compiled.timing.median_ms if check.compiled and check.compiled.timing else None)}"
+        + (" (cached)" if check.compiled and check.compiled.cached else "")
     )
     console.err.print(
         console.table(title, ["candidate", "status", "median", "vs eager", "vs compile", "reward"], rows)

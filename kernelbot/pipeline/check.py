@@ -92,6 +92,13 @@ def _operator_failure(spec: OperatorSpec, ev: Evaluation) -> OperatorError:
             "; if other processes use this GPU, give kernelbot one of its own (CUDA_VISIBLE_DEVICES), "
             "and if the operator launches work on other streams, make it join the current stream before returning"
         )
+    elif ev.status == "incorrect":
+        # The same code on the same inputs, in two processes: only state or randomness can tell them apart.
+        hint = (
+            "; the operator's outputs differ from its own on the same inputs: make forward a pure function "
+            "of its inputs (no buffer or attribute it writes and then reads, such as a call counter, and no "
+            "random numbers; dropout is off, the model runs in eval mode)"
+        )
     return OperatorError(f"{spec.path}: the operator itself failed ({ev.status}): {ev.reason}{hint}")
 
 
