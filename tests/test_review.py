@@ -489,7 +489,8 @@ def test_a_fast_candidate_left_at_reward_1_is_marked_and_explained(monkeypatch: 
             origin=origin, evaluation=ev, speedup_vs_eager=ratio, reward=reward, **fields
         )
 
-    best = candidate("reduce-before-matmul", 4.5, 37.8, 3, side_by_side={"rounds": 8})
+    sbs = {"rounds": 8, "speedup_vs_eager_ci99": [37.51, 38.46], "speedup_vs_compile_ci99": [30.02, 31.2]}
+    best = candidate("reduce-before-matmul", 4.5, 37.8, 3, side_by_side=sbs)
     later = candidate("reduce-before-matmul+compile-max-autotune", 10.8, 16.7, 1, provisional_reward=3)
     eager = types.SimpleNamespace(timing=types.SimpleNamespace(median_ms=180.9))
     check = types.SimpleNamespace(
@@ -501,6 +502,7 @@ def test_a_fast_candidate_left_at_reward_1_is_marked_and_explained(monkeypatch: 
     render_table(result)  # type: ignore[arg-type]
     text = " ".join(term.export_text().split())  # the note wraps at the console's width
     assert "1 ‡" in text and "3 ‡" not in text
+    assert "37.80× † [37.51-38.46]" in text and "[30.02-31.20]" in text, text  # the interval with the point
     assert "reward would be 3 (reduce-before-matmul+compile-max-autotune)" in text
 
 
