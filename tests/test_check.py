@@ -395,3 +395,36 @@ def test_process_pairs_is_off_or_at_least_three(tmp_path: Path, value: int, ok: 
             KernelbotError, match=r"kernelbot.yml: .*process_pairs must be 0 \(off\) or at least 3"
         ):
             load_config(tmp_path)
+
+
+def test_noisy_timings_are_named_under_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's trial on a loaded runner: eager's 95% interval was 22.5-56.5 ms and the table printed 1.62x
+    with no flag. A timing whose interval is wider than +-10% of its median is named under the table."""
+    import types
+
+    from rich.console import Console
+
+    from kernelbot import console
+    from kernelbot.commands.check import render
+
+    def subject(median: float, low: float, high: float) -> types.SimpleNamespace:
+        timing = types.SimpleNamespace(median_ms=median, ci95_ms=(low, high), samples=10)
+        return types.SimpleNamespace(timing=timing, status="ok", max_abs_err=0.0, ok=True, cached=False)
+
+    def shown(eager: types.SimpleNamespace) -> str:
+        report = types.SimpleNamespace(
+            reference=eager,
+            eager=eager,
+            compiled=subject(20.0, 19.5, 20.6),
+            candidate=None,
+            spec=types.SimpleNamespace(name="x2"),
+            fingerprint=types.SimpleNamespace(device="cpu", gpu=None, cpu="cpu", torch="2"),
+        )
+        term = Console(width=200, record=True, color_system=None)
+        monkeypatch.setattr(console, "err", term)
+        render(report)  # type: ignore[arg-type]
+        return " ".join(term.export_text().split())
+
+    loaded = shown(subject(32.4, 22.5, 56.5))
+    assert "noisy timings: operator (95% CI wider than ±10% of the median)" in loaded, loaded
+    assert "noisy timings" not in shown(subject(32.4, 31.0, 33.9))

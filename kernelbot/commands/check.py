@@ -62,6 +62,23 @@ def render(report: CheckReport) -> None:
             optional=("95% CI", "samples", "max abs err"),
         )
     )
+    # Timings whose 95% interval is wider than +-10% of the median: on a loaded machine the separate runs the
+    # "vs eager" column compares moved 4x between two checks (a user's trial); say so where it shows.
+    noisy = [
+        label
+        for label, ev in subjects
+        if ev.timing
+        and ev.timing.median_ms > 0
+        and ev.timing.ci95_ms[1] - ev.timing.ci95_ms[0] > 0.2 * ev.timing.median_ms
+    ]
+    if noisy:
+        console.err.print(
+            f"noisy timings: {', '.join(noisy)} (95% CI wider than ±10% of the median); the vs eager column "
+            "compares separate runs, so read it as rough: a quieter machine narrows it, and a reward above 1 "
+            "comes from rounds timed side by side",
+            highlight=False,
+            markup=False,
+        )
     if report.candidate is not None:
         cand = report.candidate
         if not cand.ok:
