@@ -1067,9 +1067,13 @@ def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     assert not hasattr(audit, "_installed")  # the hook itself is held by the interpreter alone
 
 
-def test_a_native_hook_of_the_workers_reads_is_refused_by_the_static_check() -> None:
-    """Attacker round 12: a GOT slot of libpython made writable and pointed at the candidate's readv."""
-    rules = {f.rule for f in scan((TRUST / "got_readv.py").read_text())}
+@pytest.mark.parametrize("name", ["got_readv", "got_read_spelled"])
+def test_a_native_hook_of_the_workers_reads_is_refused_by_the_static_check(name: str) -> None:
+    """Attacker round 12: a GOT slot of libpython made writable and pointed at the candidate's readv. Round 29
+    (reward 3, 14.6x eager, 17.6x compile, with the static check on): libpython's `read` slot, found without
+    round 12's spellings (dladdr on a C-API symbol, the ELF headers in memory, no mprotect since lazy binding
+    leaves the slot writable). Only this list of spellings stands in the way (docs/security.md)."""
+    rules = {f.rule for f in scan((TRUST / f"{name}.py").read_text())}
     assert "native-patch" in rules, rules
 
 
