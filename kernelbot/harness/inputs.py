@@ -141,10 +141,11 @@ PERMUTE_MAX = 1 << 14
 BLOCK = 1 << 16
 BLOCKS_AT_ONCE = 256  # blocks gathered per step: a bounded temporary for a multi-GB input
 # Up to this many elements a block order is also kept as one index of the positions it reads (at most 8 MiB,
-# made once a refresh per input position and shared by the sets): each set is then gathered by one
-# index_select, ~2x faster than block by block on the CPU runner (a 1 MiB input: 1.3-1.6 ms, not 2.9-3.2),
-# where a short operator's sample rotates dozens of small sets, every one refreshed before every sample.
-# Above it the index costs more to make than it saves (one set of 16 MiB: 139 ms against 93 ms).
+# made once a refresh per input position and shared by the sets), the two orders and the coin folded into
+# it: each set is then gathered by one index_select, 3-4x faster than block by block on the CPU runner
+# (benchmarks/results/2026-12-07-cpu-refresh/), where a short operator's sample rotates dozens of small sets,
+# every one refreshed before every sample. Above it the index costs more to make than one set saves (4M
+# elements: 118 ms against 54 ms by blocks).
 INDEX_MAX = 1 << 20
 _index_select, _repeat, _lt = _T.index_select, _T.repeat, _T.lt
 _no_torch_function = torch._C.DisableTorchFunction
@@ -202,7 +203,14 @@ def _order(n: int, device: torch.device, seed: int) -> tuple[Any, ...]:
     mask = _lt(
         torch.rand(m, generator=generator, device=device), torch.rand(m, generator=generator, device=device)
     )
-    return (_one_order(n, device, seed), _one_order(n, device, seed ^ 0x5DEECE66D), mask)
+    first, second = _one_order(n, device, seed), _one_order(n, device, seed ^ 0x5DEECE66D)
+    if first[0] != "index":
+        return (first, second, mask, None)
+    # Both orders as positions: which one each position takes (the blocks' pattern repeated, the tail's from
+    # its start) folded into one index, made once a refresh per input position and shared by its sets; each
+    # set is then one index_select (not two and a where).
+    pattern = _getitem(_repeat(mask, -(-n // BLOCK)), slice(None, n))
+    return (first, second, mask, torch.where(pattern, first[1], second[1]))
 
 
 def _gather(source: torch.Tensor, order: tuple[Any, ...], rows: slice | None) -> torch.Tensor:
@@ -222,9 +230,12 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
     """flat = source's values drawn by the two orders (source is the untouched master, so every gather is out
     of place). Integer and boolean values by the first order alone: reordered, their multiset kept, so
     indices that were distinct stay distinct (an index_put's or a scatter's result stays defined)."""
-    first, second, mask = order
+    first, second, mask, drawn_index = order
     if not (_floating(source) or _complex(source)):
-        mask = None
+        mask = drawn_index = None
+    if first[0] == "index":  # one gather: by the folded index, or by the first order's alone
+        _copy(flat, _index_select(source, 0, first[1] if drawn_index is None else drawn_index))
+        return
 
     def drawn(rows: slice | None, pattern: torch.Tensor | None) -> torch.Tensor:
         one = _gather(source, first, rows)
@@ -232,14 +243,6 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
 
     if first[0] == "perm":
         flat.copy_(drawn(None, mask))
-        return
-    if first[0] == "index":  # the blocks' mask pattern repeated over the blocks, the tail's from its start
-        pattern = (
-            None
-            if mask is None
-            else _getitem(_repeat(mask, -(-_numel(flat) // BLOCK)), slice(None, _numel(flat)))
-        )
-        _copy(flat, drawn(None, pattern))
         return
     _, blocks, _, tail = first
     whole = 0
