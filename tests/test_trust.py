@@ -1047,6 +1047,20 @@ def test_a_constant_of_the_refresh_given_a_subclass_forges_nothing(tmp_path: Pat
     assert ev.timing.median_ms > 0.5 * honest.timing.median_ms, (ev.timing, honest.timing)
 
 
+def test_a_method_of_the_subject_cannot_be_overridden_on_its_instance(tmp_path: Path) -> None:
+    """Attacker round 30 (reward 3 with the static check on, 6.9x eager and 15x compile side by side): a
+    trusted TorchScript helper (torch._jit_internal.createResolutionCallbackFromFrame) handed the candidate
+    the worker's Subject from a frame, and `subject.prep = ...` on the instance overrode the watched class's
+    method: the sealed server ran it as the refresh, and it computed each set's product there. The Subject
+    (and the Timer) have no instance dictionary now, so the override fails as the candidate loads; the
+    static check names torch._jit_internal."""
+    found = {f.message.split(":")[0] for f in scan((TRUST / "prep_override.py").read_text())}
+    assert "uses torch._jit_internal.createResolutionCallbackFromFrame" in found, found
+    ev = _attack("prep_override", tmp_path)
+    assert not ev.ok and "object attribute 'prep' is read-only" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
     where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""

@@ -135,6 +135,9 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
             "mmap",
             "sys._getframe",
             "sys._current_frames",
+            # torch's TorchScript helpers read the frames above their caller and hand back what they hold
+            # (attacker round 30 reached the worker's Subject so): torch.jit.script calls them for you.
+            "torch._jit_internal",
             "sys.argv",
             "sys.modules",
             "sys.settrace",

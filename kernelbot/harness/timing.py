@@ -98,6 +98,12 @@ def _load_cudart() -> Any:
 class Timer:
     """Times a callable over fresh, rotated inputs with the adaptive rule of measurement.md."""
 
+    # No instance dictionary, as worker.Subject: a method overridden on the instance would run the
+    # subject's code where the harness calls it (sync() ends each refresh).
+    __slots__ = (
+        "_cudart", "_flush_buf", "device", "host_latency_ms", "last_cpu_share", "last_descheduled", "last_hidden",
+    )  # fmt: skip
+
     def __init__(self, device: str) -> None:
         self.device = device
         self._flush_buf: torch.Tensor | None = None

@@ -80,6 +80,16 @@ def _trusted_namespaces(op: Operator) -> dict[str, Any]:
 
 
 class Subject:
+    # No instance dictionary: the candidate's code can reach this object (attacker round 30 got it from a
+    # frame torch's TorchScript helper handed back), and an instance attribute named after a method
+    # (`subject.prep = ...`) overrode the class's, which is watched, for every later lookup: the sealed
+    # server then ran the subject's own function as the refresh, and did the sample's work in it. Values of
+    # these slots it can still set; docs/security.md says what that leaves.
+    __slots__ = (
+        "calls", "device", "fn", "fresh", "graph", "integrity", "masters", "name", "op", "outputs", "retired",
+        "sets", "timer", "tolerance", "who",
+    )  # fmt: skip
+
     def __init__(
         self, job: dict[str, Any], timer: timing.Timer, seal: Callable[[guards.Integrity | None], None]
     ) -> None:
