@@ -1061,6 +1061,23 @@ def test_a_method_of_the_subject_cannot_be_overridden_on_its_instance(tmp_path: 
     assert reward(ev, None, None) == -1
 
 
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("timer", "subject.timer was replaced"),
+        ("row", "subject.masters was given a row that is not a plain list"),
+    ],
+)
+def test_the_subjects_slots_are_held_by_the_sealed_check(mode: str, said: str, tmp_path: Path) -> None:
+    """Round 30's route one step on: with no instance dictionary to override a method in, a candidate that
+    reaches the Subject could still put its own Timer in its slot (the refresh ends with timer.sync()) or a
+    list subclass among the input sets' rows (the refresh iterates them). The sealed check holds the slots set
+    before the candidate loaded to those objects and the rest to their types, rows and items included."""
+    ev = _attack("timer_swap", tmp_path, MODE=mode)
+    assert ev.status == "rejected" and said in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:
     """Every function of the hook (built as closures) reads no global or builtin name: each would be a place
     where a subject's replacement runs inside the harness's own audited calls (rounds 10 and 13)."""

@@ -91,10 +91,13 @@ class Subject:
     )  # fmt: skip
 
     def __init__(
-        self, job: dict[str, Any], timer: timing.Timer, seal: Callable[[guards.Integrity | None], None]
+        self,
+        job: dict[str, Any],
+        timer: timing.Timer,
+        seal: Callable[[guards.Integrity | None, Subject], None],
     ) -> None:
-        """`seal(integrity)` builds the sealed copy (main's): called once the operator is loaded and the guard's
-        snapshot taken, before the candidate's file is imported, and not kept."""
+        """`seal(integrity, self)` builds the sealed copy (main's): called once the operator is loaded and the
+        guard's snapshot taken, before the candidate's file is imported, and not kept."""
         self.device, self.timer = job["device"], timer
         self.name = job["subject"]
         self.who = "the candidate" if self.name == "candidate" else f"the {self.name} subject"
@@ -124,7 +127,7 @@ class Subject:
             if self.name == "candidate"
             else None
         )
-        seal(self.integrity)
+        seal(self.integrity, self)
         try:
             self.fn = self.op.subject(self.name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
@@ -287,6 +290,34 @@ class Subject:
         }
 
 
+# What the sealed check holds the Subject's and the Timer's slots to (sealed.build's `pinned`): those set
+# before the candidate loads stay the same objects; the rest keep their types. The candidate's own `fn` is
+# its business.
+_FIXED: dict[type, tuple[str, ...]] = {
+    Subject: ("device", "integrity", "name", "op", "timer", "who"),
+    timing.Timer: ("_cudart", "_flush_buf", "device", "host_latency_ms"),
+}
+_TYPED: dict[type, dict[str, tuple[type, ...]]] = {
+    Subject: {
+        "sets": (list,), "masters": (list,), "outputs": (list,), "retired": (list,), "calls": (int,),
+        "fresh": (bool,), "tolerance": (tuple,), "graph": (type(None), torch.cuda.CUDAGraph),
+    },
+    timing.Timer: {"last_cpu_share": (float,), "last_descheduled": (bool,), "last_hidden": (bool,)},
+}  # fmt: skip
+
+
+def pins(subject: Subject) -> tuple[tuple[str, Any, Any, Any, tuple[type, ...]], ...]:
+    """The Subject's and its Timer's slots, for sealed.build's `pinned` (built before the candidate loads)."""
+    found: list[tuple[str, Any, Any, Any, tuple[type, ...]]] = []
+    for label, obj in (("subject", subject), ("subject.timer", subject.timer)):
+        cls = type(obj)
+        for name in _FIXED[cls]:
+            found.append((f"{label}.{name}", cls.__dict__[name], obj, getattr(obj, name), ()))
+        for name, kinds in _TYPED[cls].items():
+            found.append((f"{label}.{name}", cls.__dict__[name], obj, sealed.UNPINNED, kinds))
+    return tuple(found)
+
+
 def _sealed(step: Callable[..., _T], *args: Any) -> _T:
     """A sealed step (the copy, or its checks alone) outside a timed sample's tail: a refusal is a rejection."""
     try:
@@ -319,7 +350,7 @@ def main() -> None:
     # where no sample's inputs are known yet.
     collect = gc.collect
 
-    def seal(integrity: guards.Integrity | None) -> None:
+    def seal(integrity: guards.Integrity | None, subject: Subject) -> None:
         nonlocal copy, tail, verify
         # A candidate's copies also hold the refresh's kernels (round 21) and the namespaces the harness
         # looks names up in (round 23) to what they were before it loaded.
@@ -333,6 +364,7 @@ def main() -> None:
             rewrap_code=guards.REWRAP_CODE,
             failure=Failure,
             refusal=audit.refusal,
+            pinned=pins(subject) if integrity is not None else (),
         )
 
     def arm() -> None:
