@@ -254,7 +254,14 @@ def test_a_trace_that_kept_the_forwards_results_as_constants_is_not_a_graph(tmp_
         "[torch.randn(8, 5)]",
         init='self.register_buffer("buf", torch.zeros(8, 5))',
     )
-    assert facts["traceable"] is False and "depend on no input" in facts["trace_error"], facts
+    assert facts["traceable"] is False and "depends on an input" in facts["trace_error"], facts
+    beside = facts_for(  # a parameter returned beside a computed output: an honest graph
+        tmp_path,
+        "(x,) = args\n                return x.mul(2), self.bias",
+        "[torch.randn(8, 5)]",
+        init="self.bias = torch.nn.Parameter(torch.zeros(5))",
+    )
+    assert beside["traceable"] is True, beside
     honest = facts_for(tmp_path, "(x,) = args\n                return x.mul(2).sum(0)", "[torch.randn(8, 5)]")
     assert honest["traceable"] is True and {"mul", "sum"} <= set(honest["ops"]), honest
 

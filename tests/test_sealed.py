@@ -473,3 +473,52 @@ def test_a_watched_value_given_another_class_in_place_is_refused(region: int) ->
     finally:
         for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
             os.close(fd)
+
+
+def test_pinned_slots_are_held_to_their_object_their_types_and_what_they_hold(region: int) -> None:
+    """sealed.build's `pinned` (worker.pins: the Subject's and the Timer's slots): a slot given at build stays
+    that object and is never removed; the others keep their types; rows the refresh iterates stay plain
+    lists; a list the refresh drops holds exact tensors only (an object's finalizer would run in there)."""
+
+    class Slotted:
+        __slots__ = ("dropped", "fixed", "rows")
+
+    obj = Slotted()
+    obj.fixed = object()
+    members = {name: Slotted.__dict__[name] for name in Slotted.__slots__}
+    pinned = (
+        ("obj.fixed", members["fixed"], obj, obj.fixed, (), ""),
+        ("obj.rows", members["rows"], obj, sealed.UNPINNED, (list,), "rows"),
+        ("obj.dropped", members["dropped"], obj, sealed.UNPINNED, (list,), "tensors"),
+    )
+    to_judge_r, to_judge_w = os.pipe()
+    from_judge_r, from_judge_w = os.pipe()
+    try:
+        _, _, verify = sealed.build(region, to_judge_w, from_judge_r, pinned=pinned, failure=Refused)
+        verify()  # the unpinned slots not set yet: nothing to hold
+        obj.rows, obj.dropped = [[torch.zeros(1), torch.float32, 3]], [torch.zeros(1)]
+        verify()  # a row may hold anything; the refresh passes non-tensors through
+
+        class Row(list):  # type: ignore[type-arg]
+            pass
+
+        for change, said in (
+            (lambda: setattr(obj, "rows", [Row()]), "obj.rows was given a row that is not a plain list"),
+            (lambda: setattr(obj, "rows", (1,)), "obj.rows was given an object of another type"),
+            (
+                lambda: obj.dropped.append(object()),
+                "obj.dropped was given an object that is not a plain tensor",
+            ),
+            (lambda: setattr(obj, "fixed", object()), "obj.fixed was replaced"),
+            (lambda: delattr(obj, "fixed"), "obj.fixed was removed"),
+        ):
+            fixed = obj.fixed if hasattr(obj, "fixed") else None
+            change()
+            with pytest.raises(PermissionError, match=said):
+                verify()
+            obj.rows, obj.dropped = [[torch.zeros(1)]], []
+            if fixed is not None:
+                obj.fixed = fixed
+    finally:
+        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
+            os.close(fd)

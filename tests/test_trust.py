@@ -1022,7 +1022,10 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
     (reward 3, static check on, 6.7x eager) went through that fix's own lookup of sys.modules: a str subclass
     hashing as "torch.fft", put ahead of it in the table, computed the queued products in its __eq__ inside
     the check and the copy; every key of sys.modules is now read as it stands before any lookup there.
-    Round 28 is test_a_constant_of_the_refresh_given_a_subclass_forges_nothing, below."""
+    Round 28 (reward 3, static check on: half_mask.py, the refresh's tensor constant given a subclass in place
+    by swap_tensors) is held by tests/test_inputs.py (no subclass hook runs in the refresh) and
+    tests/test_sealed.py (a watched value given another class in place is refused); the refresh holds no
+    such constant any more, so the file's own route no longer exists to be run here."""
     ev = _attack(name, tmp_path)
     if name == "restoring_proxy" and DEVICE == "cuda" and ev.ok:
         # On CUDA the timed calls' own synchronize reads through the proxy inside the judge's window, so it
@@ -1030,21 +1033,6 @@ def test_what_would_run_inside_the_harness_steps_is_refused(name: str, said: str
         return
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1
-
-
-def test_a_constant_of_the_refresh_given_a_subclass_forges_nothing(tmp_path: Path) -> None:
-    """Attacker round 28 (reward 3 with the static check on, 2.3x eager and 5.1x torch.compile side by side):
-    the refresh's own tensor constant (inputs._HALF, its mask's threshold) given a tensor subclass in place by
-    torch.utils.swap_tensors (reached through sys.modules by decoded names; the object's identity kept, and
-    the checks compared identities), whose __torch_function__ computed each set's product at the refresh's
-    torch.where. The refresh now holds no such constant (its coin is one draw below another) and runs with
-    torch-function dispatch off (tests/test_inputs.py), and a watched value given another class in place is
-    refused (tests/test_sealed.py). The candidate finds nothing to swap: its timed calls do the work."""
-    honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
-    ev = _attack("half_mask", tmp_path)
-    assert honest.ok and honest.timing is not None
-    assert ev.ok and ev.timing is not None, ev.reason
-    assert ev.timing.median_ms > 0.5 * honest.timing.median_ms, (ev.timing, honest.timing)
 
 
 def test_a_method_of_the_subject_cannot_be_overridden_on_its_instance(tmp_path: Path) -> None:
@@ -1076,6 +1064,35 @@ def test_the_subjects_slots_are_held_by_the_sealed_check(mode: str, said: str, t
     ev = _attack("timer_swap", tmp_path, MODE=mode)
     assert ev.status == "rejected" and said in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+def test_every_slot_of_the_subject_and_the_timer_is_held_by_the_sealed_check() -> None:
+    """A slot added to Subject or Timer and left out of worker's tables would go unchecked (a review's find)."""
+    from kernelbot.harness import timing, worker
+
+    assert set(worker._FIXED[worker.Subject]) | set(worker._TYPED[worker.Subject]) | {"fn"} == set(
+        worker.Subject.__slots__
+    )
+    assert set(worker._FIXED[timing.Timer]) | set(worker._TYPED[timing.Timer]) == set(timing.Timer.__slots__)
+
+
+def test_an_operator_with_inputs_that_are_not_tensors_is_timed(tmp_path: Path) -> None:
+    """get_inputs() may give a dtype, a torch.Size or a device beside its tensors: the sealed check holds the
+    sets' rows to plain lists but not their items to a list of types (a review found a dtype refused as an
+    'anti-hack' rejection of an honest candidate); the refresh passes anything but a tensor through."""
+    (tmp_path / "op.py").write_text(
+        "import torch\n\n\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x, dtype, size, device):\n        return x.to(dtype).reshape(size).to(device) * 2\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 32), torch.float64, torch.Size([32, 64]), torch.device('cpu')]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    (tmp_path / "cand.py").write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x, dtype, size, device):\n        return (x.to(dtype) * 2).reshape(size).to(device)\n"
+    )
+    job = {"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": DEVICE}
+    ev = evaluate(job, "candidate", SETTINGS, candidate=str(tmp_path / "cand.py"))
+    assert ev.ok and ev.timing is not None, ev.reason
 
 
 def test_the_audit_hook_reads_no_name_a_subject_could_replace() -> None:

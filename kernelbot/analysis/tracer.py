@@ -108,17 +108,22 @@ def busy_share(spans: list[tuple[float, float]], wall_us: float) -> float | None
 
 
 def _outputs_without_inputs(gm: fx.GraphModule) -> int:
-    """Tensor outputs of the graph that no placeholder reaches. symbolic_trace runs the operations on a buffer
-    it does not proxy (one written in place: `self.buf.copy_(x)`, then computed on) for real, and keeps their
-    results as constants: the graph then holds a copy_ and the outputs are `_tensor_constant`s, and rules
-    would be matched on ops the forward does not show (a user's finding). A forward with no inputs is left be."""
+    """The graph's outputs when none of them is reached from a placeholder (else 0). symbolic_trace runs the
+    operations on a buffer it does not proxy (one written in place: `self.buf.copy_(x)`, then computed on) for
+    real, and keeps their results as constants: the graph then holds a copy_ and the outputs are
+    `_tensor_constant`s, and rules would be matched on ops the forward does not show (a user's finding). One
+    output that is a parameter beside a computed one (`return y, self.bias`) is honest; a forward with no
+    inputs is left be."""
     reaches: dict[fx.Node, bool] = {}
     lost = 0
     for node in gm.graph.nodes:  # in topological order
         reaches[node] = node.op == "placeholder" or any(reaches.get(a, False) for a in node.all_input_nodes)
         if node.op == "output" and any(n.op == "placeholder" for n in gm.graph.nodes):
-            leaves = torch.utils._pytree.tree_leaves(node.args[0])
-            lost = sum(1 for leaf in leaves if isinstance(leaf, fx.Node) and not reaches[leaf])
+            leaves = [
+                leaf for leaf in torch.utils._pytree.tree_leaves(node.args[0]) if isinstance(leaf, fx.Node)
+            ]
+            if leaves and not any(reaches[leaf] for leaf in leaves):
+                lost = len(leaves)
     return lost
 
 
@@ -168,7 +173,7 @@ def analyze(job: dict[str, Any], rewrites: list[str]) -> dict[str, Any]:
     lost = _outputs_without_inputs(gm)
     if lost:
         facts["trace_error"] = (
-            f"{lost} output(s) of the trace depend on no input: the forward computes on a tensor the tracer "
+            f"none of the trace's {lost} output(s) depends on an input: the forward computes on a tensor the tracer "
             "does not follow (a buffer written in place?), so the graph is not the forward"
         )
         return facts

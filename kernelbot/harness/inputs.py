@@ -144,11 +144,13 @@ BLOCKS_AT_ONCE = 256  # blocks gathered per step: a bounded temporary for a mult
 # made once a refresh per input position and shared by the sets), the two orders and the coin folded into
 # it: each set is then gathered by one index_select, 3-4x faster than block by block on the CPU runner
 # (benchmarks/results/2026-12-07-cpu-refresh/), where a short operator's sample rotates dozens of small sets,
-# every one refreshed before every sample. Above it the index costs more to make than one set saves (4M
-# elements: 118 ms against 54 ms by blocks).
+# every one refreshed before every sample. Above it the index is not made: it costs 8 bytes an element (a
+# multi-GB input's would not fit beside it), and for one set it costs more to make than it saves (4M elements:
+# 118 ms against 54 ms by blocks; with four sets it would pay, 151 against 211 ms).
 INDEX_MAX = 1 << 20
 _index_select, _repeat, _lt = _T.index_select, _T.repeat, _T.lt
 _no_torch_function = torch._C.DisableTorchFunction
+_issubclass = issubclass
 
 
 def _affine(m: int, pick: random.Random, device: torch.device) -> torch.Tensor:
@@ -308,8 +310,15 @@ def refresh(
     With torch-function dispatch off: no tensor subclass's __torch_function__ runs in here, whatever tensor
     it reaches (attacker round 28 gave a module constant a subclass in place, and its hook ran for every
     torch.where of the refresh). DisableTorchFunction is an immutable C type: its __enter__ is its own."""
+    # The factory (the operator's get_inputs) is drawn first, with torch functions on: its torch.device mode
+    # puts its tensors on the GPU directly (loader.make_inputs), and it is the operator's code, not the subject's.
+    made = without_grad(_draw, fresh, seed, len(sets)) if fresh is not None else None
     with _no_torch_function():
-        without_grad(_refresh, sets, masters, seed, renew, fresh)
+        without_grad(_refresh, sets, masters, seed, renew, made)
+
+
+def _draw(fresh: Callable[[int], list[Any]], seed: int, n: int) -> list[list[Any]]:
+    return [fresh(seed + number) for number in range(n)]
 
 
 def _refresh(
@@ -317,14 +326,14 @@ def _refresh(
     masters: list[list[Any]],
     seed: int,
     renew: bool,
-    fresh: Callable[[int], list[Any]] | None,
+    drawn: list[list[Any]] | None,
 ) -> None:
     orders: dict[tuple[int, int, int], tuple[Any, ...]] = {}
     reorder: dict[tuple[int, int], bool] = {}  # decided once per input part, on the first set's master
     for number, (values, trusted) in enumerate(zip(sets, masters, strict=True)):
-        made = fresh(seed + number) if fresh is not None else None
+        made = drawn[number] if drawn is not None else None
         for position, (tensor, master) in enumerate(zip(values, trusted, strict=True)):
-            if not isinstance(master, torch.Tensor):
+            if not _issubclass(type(master), torch.Tensor):  # by its type: isinstance reads __class__, code
                 continue
             # Its __class__ reassigned: a subclass's hooks would run here.
             if type(tensor) is not type(master):
@@ -358,7 +367,7 @@ def _refresh(
     if renew:
         for values in sets:
             for i, tensor in enumerate(values):
-                if isinstance(tensor, torch.Tensor) and tensor.layout in COMPRESSED:
+                if _issubclass(type(tensor), torch.Tensor) and tensor.layout in COMPRESSED:
                     values[i] = renewed(tensor)
 
 

@@ -68,9 +68,9 @@ _SPARSE_KEYS = frozenset({"SparseCPU", "SparseCUDA", "SparseCsrCPU", "SparseCsrC
 # The dispatch keys whose kernels are not compared with those at build (here and in the guard): a Meta kernel
 # runs only for a tensor without data, which neither the copy nor the refresh is given. Every other key is
 # compared: a kernel on the Negative key ran for an input whose neg bit a timed call had set (round 24).
+META_KEYS = frozenset({"Meta", "SparseMeta", "SparseCsrMeta", "QuantizedMeta", "NestedTensorMeta"})
 # In `pinned`: a slot whose value may change (the sets, each timing's), held to its types only.
 UNPINNED = object()
-META_KEYS = frozenset({"Meta", "SparseMeta", "SparseCsrMeta", "QuantizedMeta", "NestedTensorMeta"})
 # The "added name" rule, here and in the guard (guards._added): values honest code adds to a watched class
 # (dynamo: nn.Module.___needs_generation_tag_patch, a flag; copyreg: a class's __slotnames__, a list) are
 # exact built-in data types, none of them a descriptor; a name added to a module may not shadow a builtin.
@@ -90,7 +90,7 @@ def build(
     rewrap_code: Any = None,
     failure: type[Exception] | None = None,
     refusal: Callable[[], str | None] | None = None,
-    pinned: tuple[tuple[str, Any, Any, Any, tuple[type, ...]], ...] = (),
+    pinned: tuple[tuple[str, Any, Any, Any, tuple[type, ...], str], ...] = (),
 ) -> tuple[Copy, Tail, Verify]:
     """`copy(values, start)`: each call's output described, exact tensors written into the region from offset
     `start` (page-aligned, one after another, as link.layout derives them), with their specs and the end.
@@ -117,9 +117,9 @@ def build(
     torch._dynamo puts around torch.manual_seed (not a replacement).
     `pinned`: slots of the harness's own objects in this process (worker.pins: the Subject's and the
     Timer's), as (label, the slot's member descriptor, the object, its value at build or UNPINNED, the exact
-    types it may hold): a candidate that reaches one (a frame a trusted helper handed back, attacker round 30)
-    may not put its own object where the refresh and the timer look (a value given at build must stay that
-    object; the others keep their types, and the input sets' rows are lists of exact tensors or plain data).
+    types it may hold, what is checked inside: "rows" plain lists, "tensors" exact tensors, or ""): a candidate
+    that reaches one (a frame a trusted helper handed back, attacker round 30) may not put its own object where
+    the refresh and the timer look (a value given at build must stay that object, the others keep their types).
     `verify()`: those checks alone, raising PermissionError (the guard command runs it first: round 23 also
     put its replacement back from inside the guard's own reads). `failure`: the class whose `status` and
     `reason` a failed prep answers with (inputs.Failure); `refusal()`: what the audit hook refused, if
@@ -229,11 +229,7 @@ def build(
         for label, obj, cls, live, items in spaces
     )
     builtin_names, plain_values = SHADOWING_NAMES, PLAIN_VALUES
-    member_get, list_t, unpinned = (
-        types.MemberDescriptorType.__get__,
-        list,
-        UNPINNED,
-    )  # a slot, by its descriptor
+    member_get, unpinned = types.MemberDescriptorType.__get__, UNPINNED  # a slot, by its descriptor
     pinned = tuple(pinned)
 
     def rewrapped(new: Any, old: Any) -> bool:
@@ -283,24 +279,26 @@ def build(
                     raise refused(label + "." + name + " was given another class in place")
 
     def slots() -> None:
-        for label, member, obj, value, kinds in tuple_iter(pinned):
+        for label, member, obj, value, kinds, inside in tuple_iter(pinned):
             try:
                 now = member_get(member, obj)
-            except failures:  # not set yet (set-up assigns the sets after the first check)
-                continue
+            except failures:
+                if value is unpinned:  # not set yet (a timing's set-up assigns the sets)
+                    continue
+                raise refused(label + " was removed") from None
             if value is not unpinned and now is not value:
                 raise refused(label + " was replaced")
             kind = type_(now)
             if kinds and not any_(kind is allowed for allowed in tuple_iter(kinds)):
                 raise refused(label + " was given an object of another type")
-            if kind is list_t and (label == "subject.sets" or label == "subject.masters"):
+            if inside == "rows":  # iterated by the refresh: each row a plain list (the refresh checks items)
                 for row in list_iter(now):
                     if type_(row) is not list_t:
                         raise refused(label + " was given a row that is not a plain list")
-                    for item in list_iter(row):
-                        item_kind = type_(item)
-                        if item_kind is not tensor_t and not any_(item_kind is p for p in plain_values):
-                            raise refused(label + " was given an input that is not a plain tensor")
+            elif inside == "tensors":  # dropped inside the refresh: nothing with a finalizer of its own
+                for item in list_iter(now):
+                    if type_(item) is not tensor_t:
+                        raise refused(label + " was given an object that is not a plain tensor")
 
     def kernels() -> list[str]:
         found = []

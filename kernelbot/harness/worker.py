@@ -86,8 +86,8 @@ class Subject:
     # server then ran the subject's own function as the refresh, and did the sample's work in it. Values of
     # these slots it can still set; docs/security.md says what that leaves.
     __slots__ = (
-        "calls", "device", "fn", "fresh", "graph", "integrity", "masters", "name", "op", "outputs", "retired",
-        "sets", "timer", "tolerance", "who",
+        "calls", "device", "factory", "fn", "fresh", "graph", "integrity", "masters", "name", "op", "outputs",
+        "renew", "retired", "sets", "timer", "tolerance", "who",
     )  # fmt: skip
 
     def __init__(
@@ -127,6 +127,11 @@ class Subject:
             if self.name == "candidate"
             else None
         )
+        # What the refresh needs of the operator, taken out of it now: the Operator (and its cases) keep
+        # instance dictionaries, where a candidate that reached them could leave an object whose __eq__ the
+        # refresh's reads would run (a review's find, round 30's route one object on).
+        self.renew = bool(self.op.per_call_matrix)
+        self.factory = self.op.cases[0].make
         seal(self.integrity, self)
         try:
             self.fn = self.op.subject(self.name, job.get("candidate"), job.get("compile_mode"))
@@ -265,14 +270,8 @@ class Subject:
         # charged to the sample. No L2 flush: the judge flushes after this, from its own process.
         # The matrices a renewing refresh replaces are kept until the next go: dropped in here, a weakref
         # callback of the subject's on one would run inside the refresh (a review's find).
-        retired = [t for values in self.sets for t in values] if self.op.per_call_matrix else []
-        refresh(
-            self.sets,
-            self.masters,
-            seed,
-            renew=self.op.per_call_matrix,
-            fresh=self.op.cases[0].make if self.fresh else None,
-        )
+        retired = [t for values in self.sets for t in values] if self.renew else []
+        refresh(self.sets, self.masters, seed, renew=self.renew, fresh=self.factory if self.fresh else None)
         self.retired = retired
         self.timer.sync()
 
@@ -294,7 +293,7 @@ class Subject:
 # before the candidate loads stay the same objects; the rest keep their types. The candidate's own `fn` is
 # its business.
 _FIXED: dict[type, tuple[str, ...]] = {
-    Subject: ("device", "integrity", "name", "op", "timer", "who"),
+    Subject: ("device", "factory", "integrity", "name", "op", "renew", "timer", "who"),
     timing.Timer: ("_cudart", "_flush_buf", "device", "host_latency_ms"),
 }
 _TYPED: dict[type, dict[str, tuple[type, ...]]] = {
@@ -304,17 +303,20 @@ _TYPED: dict[type, dict[str, tuple[type, ...]]] = {
     },
     timing.Timer: {"last_cpu_share": (float,), "last_descheduled": (bool,), "last_hidden": (bool,)},
 }  # fmt: skip
+# What is checked inside a Subject slot: the rows the refresh iterates, the tensors it drops.
+_INSIDE = {"sets": "rows", "masters": "rows", "retired": "tensors"}
 
 
-def pins(subject: Subject) -> tuple[tuple[str, Any, Any, Any, tuple[type, ...]], ...]:
+def pins(subject: Subject) -> tuple[tuple[str, Any, Any, Any, tuple[type, ...], str], ...]:
     """The Subject's and its Timer's slots, for sealed.build's `pinned` (built before the candidate loads)."""
-    found: list[tuple[str, Any, Any, Any, tuple[type, ...]]] = []
+    found: list[tuple[str, Any, Any, Any, tuple[type, ...], str]] = []
     for label, obj in (("subject", subject), ("subject.timer", subject.timer)):
         cls = type(obj)
         for name in _FIXED[cls]:
-            found.append((f"{label}.{name}", cls.__dict__[name], obj, getattr(obj, name), ()))
+            found.append((f"{label}.{name}", cls.__dict__[name], obj, getattr(obj, name), (), ""))
         for name, kinds in _TYPED[cls].items():
-            found.append((f"{label}.{name}", cls.__dict__[name], obj, sealed.UNPINNED, kinds))
+            inside = _INSIDE.get(name, "") if cls is Subject else ""
+            found.append((f"{label}.{name}", cls.__dict__[name], obj, sealed.UNPINNED, kinds, inside))
     return tuple(found)
 
 
@@ -371,6 +373,10 @@ def main() -> None:
         """A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's context
         here, not in the judge's timed window (on the H200 that switch cost ~0.6 ms a sample)."""
         assert tick is not None and timer is not None
+        if (
+            type(tick) is not torch.Tensor
+        ):  # given a subclass in place (swap_tensors): its hooks would run here
+            raise Failure("rejected", "anti-hack check: the harness's own tensor was given another class")
         tick.add_(1)
         timer.sync()
 
