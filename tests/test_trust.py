@@ -1077,18 +1077,18 @@ def test_every_slot_of_the_subject_and_the_timer_is_held_by_the_sealed_check() -
 
 
 def test_an_operator_with_inputs_that_are_not_tensors_is_timed(tmp_path: Path) -> None:
-    """get_inputs() may give a dtype, a torch.Size or a device beside its tensors: the sealed check holds the
+    """get_inputs() may give a dtype or a torch.Size beside its tensors: the sealed check holds the
     sets' rows to plain lists but not their items to a list of types (a review found a dtype refused as an
     'anti-hack' rejection of an honest candidate); the refresh passes anything but a tensor through."""
     (tmp_path / "op.py").write_text(
         "import torch\n\n\nclass Model(torch.nn.Module):\n"
-        "    def forward(self, x, dtype, size, device):\n        return x.to(dtype).reshape(size).to(device) * 2\n\n\n"
-        "def get_inputs():\n    return [torch.randn(64, 32), torch.float64, torch.Size([32, 64]), torch.device('cpu')]\n\n\n"
+        "    def forward(self, x, dtype, size):\n        return x.to(dtype).reshape(size) * 2\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64, 32), torch.float64, torch.Size([32, 64])]\n\n\n"
         "def get_init_inputs():\n    return []\n"
     )
     (tmp_path / "cand.py").write_text(
         "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
-        "    def forward(self, x, dtype, size, device):\n        return (x.to(dtype) * 2).reshape(size).to(device)\n"
+        "    def forward(self, x, dtype, size):\n        return (x.to(dtype) * 2).reshape(size)\n"
     )
     job = {"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": DEVICE}
     ev = evaluate(job, "candidate", SETTINGS, candidate=str(tmp_path / "cand.py"))
