@@ -15,9 +15,19 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from kernelbot.render import fmt_ms, fmt_pct, fmt_ratio
+from kernelbot.render import fmt_interval, fmt_ms, fmt_pct, fmt_ratio
 
-__all__ = ["err", "escape", "fmt_ms", "fmt_pct", "fmt_ratio", "progress", "table", "write_json"]
+__all__ = [
+    "err",
+    "escape",
+    "fmt_interval",
+    "fmt_ms",
+    "fmt_pct",
+    "fmt_ratio",
+    "progress",
+    "table",
+    "write_json",
+]
 
 err = Console(stderr=True)
 

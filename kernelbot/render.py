@@ -26,6 +26,12 @@ def fmt_ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
 
 
+def fmt_interval(interval: Any) -> str:
+    """A speedup's interval, (low, high), as the tables and the terminal print it."""
+    low, high = interval
+    return f"{low:.2f}–{high:.2f}"
+
+
 def fmt_pct(ratio: float | None) -> str:
     return "—" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 

@@ -502,7 +502,7 @@ def test_a_fast_candidate_left_at_reward_1_is_marked_and_explained(monkeypatch: 
     render_table(result)  # type: ignore[arg-type]
     text = " ".join(term.export_text().split())  # the note wraps at the console's width
     assert "1 ‡" in text and "3 ‡" not in text
-    assert "37.80× † [37.51-38.46]" in text and "[30.02-31.20]" in text, text  # the interval with the point
+    assert "37.80× † [37.51–38.46]" in text and "[30.02–31.20]" in text, text  # the interval with the point
     assert "reward would be 3 (reduce-before-matmul+compile-max-autotune)" in text
 
 

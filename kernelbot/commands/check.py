@@ -89,10 +89,9 @@ def render(report: CheckReport) -> None:
         sbs = report.side_by_side
         if sbs is not None:
             vs = [
-                f"{sbs[f'speedup_vs_{b}']:.2f}× {name} (99% CI {lo:.2f}–{hi:.2f})"
+                f"{sbs[f'speedup_vs_{b}']:.2f}× {name} (99% CI {console.fmt_interval(sbs[f'speedup_vs_{b}_ci99'])})"
                 for b, name in (("eager", "eager"), ("compile", "torch.compile"))
                 if f"speedup_vs_{b}" in sbs
-                for lo, hi in [sbs[f"speedup_vs_{b}_ci99"]]
             ]
             console.err.print(f"timed side by side in {sbs['rounds']} rounds: {', '.join(vs)}")
         elif report.claimed_reward != report.reward and report.candidate.ok:

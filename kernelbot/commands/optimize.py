@@ -58,7 +58,7 @@ def _ratio_cell(c: CandidateResult, base: str) -> str:
     if not c.side_by_side:
         return text
     interval = c.side_by_side.get(f"speedup_vs_{base}_ci99")
-    return text + " †" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return text + " †" + (f" [{console.fmt_interval(interval)}]" if interval else "")
 
 
 def render(result: OptimizeResult) -> None:

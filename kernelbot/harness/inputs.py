@@ -190,11 +190,14 @@ def _gather_index(order: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
     return _getitem(order, (slice(None), None)).mul(BLOCK).add(_getitem(inner, (None, slice(None))))
 
 
-def _order(n: int, device: torch.device, seed: int) -> tuple[Any, ...]:
+def _order(n: int, device: torch.device, seed: int, draw: bool) -> tuple[Any, ...]:
     """Two independent orders of n elements, and which of them each position takes (a random half, one
     pattern for every block): each new value is a draw from the master's values, so their multiset changes
     from sample to sample. A reordering alone kept it, and a statistic of the values (a quantile, a norm)
-    could be kept by a candidate from sample to sample (attacker round 8: a percentile clip, 113x eager)."""
+    could be kept by a candidate from sample to sample (attacker round 8: a percentile clip, 113x eager).
+    Without `draw` (integer and boolean values, see _reorder) the first order alone."""
+    if not draw:
+        return (_one_order(n, device, seed), None, None, None)
     generator = torch.Generator(device=device).manual_seed(seed ^ 0x2545F4914F6CDD1D)
     # One draw below another (a fair coin), by Tensor.lt: not `< 0.5`, since torch's Python wrapper of `<` runs
     # import statements and a Python float given to an operator made torch's C++ import a module, each import
@@ -233,8 +236,6 @@ def _reorder(flat: torch.Tensor, source: torch.Tensor, order: tuple[Any, ...]) -
     of place). Integer and boolean values by the first order alone: reordered, their multiset kept, so
     indices that were distinct stay distinct (an index_put's or a scatter's result stays defined)."""
     first, second, mask, drawn_index = order
-    if not (_floating(source) or _complex(source)):
-        mask = drawn_index = None
     if first[0] == "index":  # one gather: by the folded index, or by the first order's alone
         _copy(flat, _index_select(source, 0, first[1] if drawn_index is None else drawn_index))
         return
@@ -357,7 +358,12 @@ def _refresh(
                     continue
                 key = (position, k, _numel(v))  # a sparse matrix's nonzeros, a length, may differ by set
                 if key not in orders:
-                    orders[key] = _order(_numel(v), v.device, (seed + 7919 * (4 * position + k)) % (1 << 62))
+                    orders[key] = _order(
+                        _numel(v),
+                        v.device,
+                        (seed + 7919 * (4 * position + k)) % (1 << 62),
+                        draw=_floating(t) or _complex(t),
+                    )
                 if _contiguous(v):
                     _reorder(_view(v, -1), t.reshape(-1), orders[key])
                 else:  # a transposed or strided input: reordered in its own (logical) order, then written

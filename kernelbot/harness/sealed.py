@@ -412,13 +412,18 @@ def build(
         namespaces()
         slots()
 
+    def checked(when: str) -> None:
+        """No torch mode (checked first: with one active, verify()'s own tensor getters would call into it),
+        then verify()."""
+        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
+            raise refused("a torch mode was left active " + when)
+        verify()
+
     def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:
         """Each value as [is a sequence, item descriptions]; tensors named by dtype and shape and written."""
         # Before any tensor is touched: with a mode on torch's stack, even an exact tensor's getters (layout,
         # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there).
-        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
-            raise refused("a torch mode was left active as the outputs were read")
-        verify()
+        checked("as the outputs were read")
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)
@@ -525,10 +530,8 @@ def build(
         return encoded(header)
 
     def check() -> None:
-        """What the refresh needs to run nothing but the harness's own code: no mode, and verify()."""
-        if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
-            raise refused("a torch mode was left active before the input refresh")
-        verify()
+        """What the refresh needs to run nothing but the harness's own code."""
+        checked("before the input refresh")
 
     def step(run: Callable[..., Any], args: tuple[Any, ...], nonce: Any) -> tuple[bool, bytes]:
         """run(*args) for the judge: whether it passed, and the answer."""
