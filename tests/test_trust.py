@@ -1158,3 +1158,55 @@ def test_samples_rechecked_at_random_catch_wrong_answers_the_last_ones_hide(
         assert reward(ev, None, None) == -1
     else:
         assert ev.ok, ev.reason
+
+
+def test_a_frame_from_torch_fx_is_refused_at_run_time(tmp_path: Path) -> None:
+    """Attacker round 31 (reward 3 with the static check on, 7.7x eager side by side, 17x compile): torch.fx's
+    TracerBase._find_user_frame handed the candidate its own frame (the sys._getframe inside it was torch's, so
+    the audit hook allowed it); from there main()'s `tail` cell was rewritten to hand the sealed server a prep
+    that computed each set's product. Such helpers now act for their caller (audit.FRAME_HANDERS): called by the
+    candidate, the frame read is the candidate's, refused. The static check names them too."""
+    found = {f.message for f in scan((TRUST / "fx_user_frame.py").read_text())}
+    assert any("_find_user_frame" in m for m in found), found
+    ev = _attack("fx_user_frame", tmp_path)
+    assert ev.status == "rejected" and "sys._getframe" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_torchs_own_frame_reads_still_pass_for_a_compiled_candidate(tmp_path: Path) -> None:
+    """The other side of FRAME_HANDERS: torch.compile with dynamic shapes reads frames through
+    symbolic_shapes._get_user_frame on an untrusted caller's behalf, called by torch's own code, which still
+    decides (allowed); the count shows the helper did run."""
+    (tmp_path / "compiled.py").write_text(
+        "import torch\n"
+        "def run():\n"
+        "    m = torch.compile(lambda x: torch.relu(x).sum(0), dynamic=True)\n"
+        "    return float(m(torch.ones(8, 4)).sum()), float(m(torch.ones(5, 4)).sum())\n"
+    )
+    script = (
+        "import sys, torch\n"
+        "import torch.fx.experimental.symbolic_shapes as s\n"
+        "calls = []\n"
+        "real = s.ShapeEnv._get_user_frame\n"
+        "s.ShapeEnv._get_user_frame = lambda *a: calls.append(1) or real(*a)\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent.parent)!r}, {str(tmp_path)!r}]\n"
+        "from kernelbot.harness import audit\n"
+        f"audit.install([{str(tmp_path)!r}])\n"
+        "import compiled\n"
+        "print(*compiled.run(), audit.refusal(), len(calls) > 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split() == ["32.0", "20.0", "None", "True"], out.stderr[-2000:]
+
+
+def test_a_frame_evaluation_callback_is_cleared_and_refused(tmp_path: Path) -> None:
+    """Found while mending round 31: a PEP 523 callback set through torch._C._dynamo.eval_frame runs at the entry
+    of every Python frame the worker evaluates after, the sealed server's and the refresh's included; this one
+    computed each set's product at the refresh's end (Timer.sync), 5.4x eager on the separate timings. worker.main
+    clears it by a C call right after each call of the subject, before any frame of the harness's is entered,
+    and rejects; the sealed check holds it as well. The static check names the setters."""
+    found = {f.message for f in scan((TRUST / "eval_frame_refresh.py").read_text())}
+    assert any("set_eval_frame" in m for m in found), found
+    ev = _attack("eval_frame_refresh", tmp_path)
+    assert ev.status == "rejected" and "frame-evaluation callback" in ev.reason, ev
+    assert reward(ev, None, None) == -1

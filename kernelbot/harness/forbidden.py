@@ -268,6 +268,20 @@ INTROSPECTIVE_ATTRS = frozenset(
         "gi_frame",
         "cr_frame",
         "ag_frame",
+        # torch's helpers that hand their caller a frame (or a frame's locals), reading the stack above them
+        # (attacker rounds 30 and 31 reached the worker's objects so); the audit hook makes them act for their
+        # caller at run time (audit.FRAME_HANDERS), this is the same list as spellings
+        "createResolutionCallbackFromFrame",
+        "_find_user_frame",
+        "_get_user_frame",
+        "_find_user_code_frame",
+        "_find_frame_locals",
+        # PEP 523's hook as torch exposes it: a callback set there runs at the entry of every Python frame the
+        # thread evaluates, the harness's own among them (worker.main clears it after each call of the subject)
+        "set_eval_frame",
+        "_maybe_set_eval_frame",
+        "set_code_exec_strategy",
+        "set_bytecode_debugger_callback",
     }
 )
 # Attributes that load code by name, whatever object they are read from.

@@ -166,6 +166,10 @@ def build(
     included, excluded = torch._C._dispatch_tls_local_include_set, torch._C._dispatch_tls_local_exclude_set
     plain_keys, sparse_keys, lazy_keys = _PLAIN_KEYS, _SPARSE_KEYS, frozenset({"Negative", "Conjugate"})
     set_t, split_by, sorted_ = frozenset, str.split, sorted
+    # PEP 523's callback (worker.main clears it after each call of the subject's; held here too)
+    eval_frame_callback = getattr(
+        getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None), "get_eval_frame_callback", None
+    ) or (lambda: None)
     mode_at, mode_keys = (
         torch._C._get_dispatch_mode,
         tuple(torch._C._TorchDispatchModeKey.__members__.values()),
@@ -417,6 +421,8 @@ def build(
         then verify()."""
         if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
             raise refused("a torch mode was left active " + when)
+        if eval_frame_callback() is not None:
+            raise refused("a frame-evaluation callback (PEP 523) was set " + when)
         verify()
 
     def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:

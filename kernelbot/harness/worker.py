@@ -328,6 +328,23 @@ def _sealed(step: Callable[..., _T], *args: Any) -> _T:
         raise Failure("rejected", f"anti-hack check: {exc}") from None
 
 
+def _eval_frame_setter() -> Callable[[Any], Any]:
+    """torch's setter of PEP 523's frame-evaluation callback (dynamo's), or a stand-in where torch has none."""
+    hook = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    setter = getattr(hook, "set_eval_frame", None)
+    return setter if setter is not None else (lambda callback: None)
+
+
+def _unhooked(previous: Any) -> None:
+    """The frame-evaluation callback found set after the subject's code ran (and cleared, by the caller)."""
+    if previous is not None:
+        raise Failure(
+            "rejected",
+            "anti-hack check: a frame-evaluation callback (PEP 523, torch._C._dynamo.eval_frame) was left set: "
+            "it would run at the entry of every frame of the harness's",
+        )
+
+
 def main() -> None:
     from_judge, to_judge, region, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     lazy = sys.argv[5:] == ["lazy"]  # started ahead: the device waits for the judge's hello
@@ -351,6 +368,11 @@ def main() -> None:
     # so no finalizer of the subject's runs in a refresh). A check's calls and a timing's set-up collect,
     # where no sample's inputs are known yet.
     collect = gc.collect
+    # A frame-evaluation callback left set by the subject runs at the entry of every Python frame this thread
+    # evaluates after, the sealed server's and the refresh's included (kernelbot's own probe computed each set's
+    # product at the refresh's end so): cleared by a C call right after each call of the subject, before any
+    # frame of ours is entered. torch.compile sets it around its own calls only.
+    unhook = _eval_frame_setter()
 
     def seal(integrity: guards.Integrity | None, subject: Subject) -> None:
         nonlocal copy, tail, verify
@@ -419,31 +441,38 @@ def main() -> None:
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
             elif kind == "load" and timer is not None:
                 seed_all(0)
-                subject = Subject(cmd["job"], timer, seal)
+                subject, hooked = Subject(cmd["job"], timer, seal), unhook(None)
+                _unhooked(hooked)
                 answer = {"ok": True}
             elif subject is None or copy is None or tail is None or verify is None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
             elif kind == "run":
                 collect()
-                described, specs, _ = subject.run(
-                    int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), copy
+                (described, specs, _), hooked = (
+                    subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), copy),
+                    unhook(None),
                 )
+                _unhooked(hooked)
                 answer = {"ok": True, "outputs": described}
             elif kind == "time_begin":
                 collect()
                 with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
-                    answer = {
-                        "ok": True,
-                        **subject.time_begin(
+                    began, hooked = (
+                        subject.time_begin(
                             int(cmd["seed"]),
                             cmd.get("calls"),
                             int(cmd["budget"]),
                             str(cmd.get("graph", "off")),
                             cmd.get("fresh") is True,
                         ),
-                    }
+                        unhook(None),  # before no_grad's __exit__, a frame of torch's
+                    )
+                _unhooked(hooked)
+                answer = {"ok": True, **began}
             elif kind == "go":
-                answer, timed = {"ok": True, **subject.go()}, True
+                sample, hooked = subject.go(), unhook(None)
+                _unhooked(hooked)
+                answer, timed = {"ok": True, **sample}, True
             elif kind == "outputs":
                 described, specs, _ = _sealed(copy, subject.outputs, 0)
                 answer = {"ok": True, "outputs": described}
