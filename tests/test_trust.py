@@ -1210,3 +1210,40 @@ def test_a_frame_evaluation_callback_is_cleared_and_refused(tmp_path: Path) -> N
     ev = _attack("eval_frame_refresh", tmp_path)
     assert ev.status == "rejected" and "frame-evaluation callback" in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+def test_an_audit_hook_of_the_subjects_own_is_refused_even_through_a_trampoline(tmp_path: Path) -> None:
+    """Attacker round 33 (reward 3 with the static check on, 3.5x eager, 7.4x compile side by side): an audit
+    hook of the candidate's, added by handing sys.addaudithook to torch's tree_map (the innermost caller the
+    harness's hook judged was torch's), computed each pending product at the sealed copy's mmap event, after
+    the clock. sys.addaudithook is refused whoever calls it now, and the other events that install callbacks
+    or hand out objects (audit._STRICT) are judged by every frame on the stack, not the innermost caller."""
+    ev = _attack("late_audit_hook", tmp_path)
+    assert ev.status == "rejected" and "sys.addaudithook" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_a_strict_event_through_a_trampoline_is_refused(tmp_path: Path) -> None:
+    """gc.get_referrers handed to torch's tree_map: torch's frame is the innermost caller, the candidate's is
+    below it; judged by every frame, it is refused (it hands out every object that refers to one)."""
+    (tmp_path / "tramp.py").write_text(
+        "import gc, torch.utils._pytree as p\n"
+        "def run():\n"
+        "    try:\n"
+        "        p.tree_map(gc.get_referrers, [run])\n"
+        "    except PermissionError as exc:\n"
+        "        return str(exc)\n"
+        "    return 'allowed'\n"
+    )
+    script = (
+        "import sys\n"
+        f"sys.path[:0] = [{str(Path(__file__).parent.parent)!r}, {str(tmp_path)!r}]\n"
+        "from kernelbot.harness import audit\n"
+        f"audit.install([{str(tmp_path)!r}])\n"
+        "import tramp\n"
+        "print(tramp.run()); print(audit.refusal())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    said, refused = out.stdout.splitlines()
+    assert "gc.get_referrers" in said and refused.startswith("gc.get_referrers"), out.stdout

@@ -49,6 +49,19 @@ _REFUSED = frozenset(
         "_thread.start_new_thread", "_thread.start_joinable_thread",
     }
 )  # fmt: skip
+# Of those, the ones nothing honest raises while operator or candidate code is on the stack: judged by every frame,
+# not the innermost caller alone, since a function of torch's that calls what it is handed (a trampoline:
+# `torch.utils._pytree.tree_map(sys.addaudithook, [hook])`) is otherwise the caller that decides (attacker round
+# 33 added an audit hook of its own so, which ran the subject's code at the sealed copy's mmap event). The rest
+# (a compile's files, processes, code objects, dynamic shapes' frame reads) torch raises on its own behalf
+# under a compiled candidate, so they stay judged by the innermost caller.
+_STRICT = frozenset(
+    {
+        "sys.addaudithook", "sys.settrace", "sys.setprofile", "sys.monitoring.register_callback",
+        "sys._current_frames", "sys._current_exceptions", "gc.get_objects", "gc.get_referrers",
+        "gc.get_referents",
+    }
+)  # fmt: skip
 # ctypes: what reads or writes memory or calls a C function. Loading a library (ctypes.dlopen) is allowed:
 # CuPy, a compiled extension with no Python frames of its own, loads NVRTC that way on the caller's behalf.
 _REFUSED_PREFIXES = (
@@ -131,6 +144,7 @@ def build(
     name_of = type.__dict__["__name__"].__get__
     modules = sys.modules
     append = refusals.append
+    strict_events = _STRICT
     refused, refused_prefixes, path_events, import_steps = (
         _REFUSED,
         _REFUSED_PREFIXES,
@@ -201,9 +215,9 @@ def build(
         kinds[filename] = found
         return found
 
-    def caller_untrusted() -> str | None:
+    def caller_untrusted(strict: bool) -> str | None:
         """The file of the first frame that is neither the standard library nor generated code, when it is
-        not trusted code.
+        not trusted code; `strict`: of the first untrusted frame anywhere on the stack (_STRICT).
 
         Frozen importlib frames are skipped like the standard library, except that a real import in progress
         (`_load_unlocked`) allows the import's own steps: running a module's code is then judged by that
@@ -218,14 +232,21 @@ def build(
             if hander is not None and ends(name, hander):
                 pass  # acts for its caller (FRAME_HANDERS)
             elif starts(name, "<"):
-                if starts(name, "<frozen importlib") and code.co_name in import_steps and not made:
+                if (
+                    starts(name, "<frozen importlib")
+                    and code.co_name in import_steps
+                    and not made
+                    and not strict
+                ):
                     return None
             else:
                 found = kind(name)
                 if found == "generated":
                     made = True
-                elif found != "skip":
-                    return name if found == "untrusted" else None
+                elif found == "untrusted":
+                    return name
+                elif found != "skip" and not strict:
+                    return None
             frame = frame.f_back
         return None
 
@@ -273,7 +294,10 @@ def build(
                 watched = (type_(arg) is function_t or issubclass_(type_(arg), type_)) and not own(arg)
         if not watched:
             return None
-        who = caller_untrusted()
+        # Another audit hook runs on every event after (the sealed copy's among them), and with no untrusted
+        # frame below at all when a trusted callable calls it later for the subject (weakref.finalize): refused
+        # whoever asks. The harness installs its one hook before any untrusted code, when none is there to ask.
+        who = "the subject" if event == "sys.addaudithook" else caller_untrusted(event in strict_events)
         if who is None:
             return None
         what = f"{event}({short(args)})"
