@@ -1248,3 +1248,24 @@ def test_a_strict_event_through_a_trampoline_is_refused(tmp_path: Path) -> None:
         "print(probe.run(), audit.refusal())\n",
     )
     assert said[0] == "refused" and said[1].startswith("gc.get_referrers"), said
+
+
+def test_a_warning_filter_of_the_candidates_does_no_work_in_the_refresh(tmp_path: Path) -> None:
+    """Attacker round 34 (reward 3 with the static check on, 6.0x eager, 13x compile side by side): every input's
+    storage flagged to warn on a write (torch._C._set_warn_deprecated_on_mutable_data_ptr) and torch's
+    warn-always on, so each write of the refresh raised a warning; an object of the candidate's first in
+    warnings.filters had its .match() called there, and computed each refreshed set's product. The sealed
+    check now holds the warnings module (its functions as at build, its filters plain entries, sys's streams)."""
+    ev = _attack("warn_filter_match", tmp_path)
+    assert ev.status == "rejected" and "warnings.filters" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_a_warning_in_the_sealed_window_runs_nothing_of_the_subjects(tmp_path: Path) -> None:
+    """Round 34's route with the filters left plain: the warning's formatter reads the harness file's source
+    through linecache, where the candidate planted lines of its own. While the sealed server serves, a filter
+    of the harness's ignores every warning before Python formats it; the registry the warning leaves in the
+    harness's module is what the next check then refuses."""
+    ev = _attack("warn_linecache", tmp_path)
+    assert ev.status == "rejected" and "__warningregistry__" in ev.reason, ev
+    assert reward(ev, None, None) == -1

@@ -31,10 +31,12 @@ import json.encoder
 import json.scanner
 import mmap
 import os
+import re
 import signal
 import struct
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -248,6 +250,75 @@ def build(
                 pass
         return False
 
+    # The warnings machinery: a warning raised inside the refresh or the copy (torch's C++ warnings are Python
+    # warnings) makes CPython call each filter's `.match()` and the module's show and format functions, and write
+    # to sys.stderr; none of it is watched by name (attacker round 34 put an object with a `.match()` first in
+    # warnings.filters and had every write of the refresh warn: each set's product was computed there). Held:
+    # the module, its functions as at build, the filters as plain entries (honest code adds some), the streams.
+    warnings_module = warnings
+    warnings_dict = vars(warnings_module)
+    warning_functions = tuple(
+        (name, warnings_dict.get(name, missing))
+        for name in (
+            "showwarning", "_showwarnmsg", "_showwarnmsg_impl", "formatwarning", "_formatwarnmsg",
+            "_formatwarnmsg_impl", "WarningMessage",
+        )
+    )  # fmt: skip
+    none_t, pattern_t, warning_t, sys_dict = type(None), re.Pattern, Warning, vars(sys)
+    streams = tuple((name, sys_dict.get(name)) for name in ("stderr", "stdout", "__stderr__", "__stdout__"))
+
+    # While the server serves, a warning is ignored before anything of Python's looks at it: this entry first in
+    # the filters, put there as the server starts and taken out as it hands the go back. A warning raised there
+    # still leaves `__warningregistry__` in the module whose code raised it, and the next check refuses that.
+    ignore_all = ("ignore", None, Warning, None, 0)
+    filters_mutated = getattr(warnings, "_filters_mutated", None) or (lambda: None)
+    list_insert, list_pop = list.insert, list.pop
+
+    def warnings_off() -> Any:
+        filters = dict_get(warnings_dict, "filters", missing)
+        if type_(filters) is not list_t:
+            return None  # the check refuses it
+        list_insert(filters, 0, ignore_all)
+        filters_mutated()
+        return filters
+
+    def warnings_back(filters: Any) -> None:
+        if filters is not None and len_(filters) and filters[0] is ignore_all:
+            list_pop(filters, 0)
+            filters_mutated()
+
+    def warnings_state() -> None:
+        if dict_get(modules_now, "warnings", missing) is not warnings_module:
+            raise refused("sys.modules['warnings'] was replaced")
+        for name, value in tuple_iter(warning_functions):
+            if dict_get(warnings_dict, name, missing) is not value:
+                raise refused(
+                    "warnings." + name + " was replaced (a warning inside the harness's steps runs it)"
+                )
+        filters = dict_get(warnings_dict, "filters", missing)
+        if type_(filters) is not list_t:
+            raise refused("warnings.filters was replaced by something other than a plain list")
+        for entry in list_iter(filters):
+            if type_(entry) is not tuple_t or len_(entry) != 5:
+                raise refused("warnings.filters was given an entry that is not a plain 5-tuple")
+            action, message, category, module, lineno = entry
+            if type_(action) is not str_t or type_(lineno) is not int_t:
+                raise refused("warnings.filters was given an entry with an odd action or line number")
+            # CPython compares an exact str itself and calls .match() on anything else
+            # (by identity: `in` would compare with ==, which a class's own metaclass may define)
+            kinds = (type_(message), type_(module))
+            if any_(k is not none_t and k is not str_t and k is not pattern_t for k in tuple_iter(kinds)):
+                raise refused(
+                    "warnings.filters was given a pattern that is not a str or a compiled expression"
+                )
+            if type_(category) is not type_ or not issubclass_(category, warning_t):
+                raise refused("warnings.filters was given a category that is not a plain Warning class")
+        for name, stream in tuple_iter(streams):
+            if dict_get(sys_dict, name, missing) is not stream:
+                raise refused(
+                    "sys." + name + " was replaced (a warning inside the harness's steps writes to it)"
+                )
+
     def namespaces() -> None:
         # sys.modules is the subject's to write (sys is not watched): every key is read as it stands before
         # any lookup there, since a lookup calls a key's __eq__ when hashes meet (attacker round 27 put a str
@@ -413,7 +484,8 @@ def build(
         for number, handler in zip_(signal_numbers, handlers_at_build):
             if getsignal(number) is not handler:
                 raise refused("a signal handler was set (it runs inside the harness's steps)")
-        namespaces()
+        namespaces()  # first: it reads sys.modules' keys before any lookup there
+        warnings_state()
         slots()
 
     def checked(when: str) -> None:
@@ -576,6 +648,7 @@ def build(
         # the next sample's work (attacker round 22).
         gc_disable()
         blocked = sigmask(block, all_signals)
+        quiet = warnings_off()
         checked = False  # the last command was a check that passed
         try:
             if answer is not None:
@@ -619,6 +692,7 @@ def build(
                 # A passed check stands for the command right after it only.
                 checked, command = passed, None
         finally:
+            warnings_back(quiet)
             sigmask(set_mask, blocked)
 
     return copy, tail, verify
