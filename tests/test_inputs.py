@@ -246,3 +246,38 @@ def test_the_one_index_gather_draws_the_same_values_as_the_block_path(
             assert torch.equal(drawn(1 << 30, seed), drawn(0, seed)), (n, dtype, seed)
         if strided is not None:
             assert torch.equal(drawn(1 << 30, 7, strided), drawn(0, 7, strided))
+
+
+@pytest.mark.parametrize("index_max", [0, 1 << 30], ids=["blocks", "one-index"])
+def test_every_operator_the_refresh_runs_is_watched(index_max: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every aten operator a refresh runs, the ones its operators' kernels call inside included (torch.rand's
+    calls uniform_), must be among those whose kernels the sealed check and the guard hold: attacker round 35
+    registered a CPU kernel of its own for aten::uniform_ and replayed the refresh there. The profiler sees the
+    nested calls; each operator seen must be watched with every overload."""
+    from kernelbot.harness import guards, inputs, sealed
+
+    monkeypatch.setattr(inputs, "INDEX_MAX", index_max)
+    watched = set(guards.HARNESS_OPS) | set(sealed.TORCH_PATH_OPS)
+    small, large = inputs.PERMUTE_MAX // 2, 2 * inputs.BLOCK + 77
+    masters = [
+        torch.randn(small), torch.randn(large), torch.randn(large // 64, 64).t(), torch.randint(0, 9, (large,)),
+        torch.rand(small) < 0.5, torch.randn(small, dtype=torch.complex64), torch.arange(small),
+        torch.eye(16).to_sparse_csr(),
+    ]  # fmt: skip
+    with torch.autograd.profiler.profile() as profiled:
+        for seed in (3, 4):
+            sets = [[m.clone() for m in masters] for _ in range(2)]
+            inputs.refresh(sets, [masters, masters], seed=seed)
+        inputs.refresh(
+            [[m.clone() for m in masters[:2]]],
+            [masters[:2]],
+            seed=5,
+            fresh=lambda s: [torch.randn(small), torch.randn(large)],
+        )
+    seen = {e.name.removeprefix("aten::") for e in profiled.function_events if e.name.startswith("aten::")}
+    assert seen, "the profiler saw no operator"
+    # the factory's own operators are watched through ops_run_by, with theirs inside (normal_, from randn)
+    factory = set(guards.ops_run_by(lambda: [torch.randn(small), torch.randn(large)]))
+    assert "aten::normal_" in factory, factory
+    missing = sorted(set(guards.with_overloads(sorted(seen))) - watched - factory)
+    assert not missing, missing

@@ -1269,3 +1269,16 @@ def test_a_warning_in_the_sealed_window_runs_nothing_of_the_subjects(tmp_path: P
     ev = _attack("warn_linecache", tmp_path)
     assert ev.status == "rejected" and "__warningregistry__" in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+def test_a_kernel_of_an_operator_called_inside_the_refreshs_kernels_is_refused(tmp_path: Path) -> None:
+    """Attacker round 35 (reward 3 with the static check on, 7.3x eager, 17x compile side by side): a CPU kernel
+    of the candidate's for aten::uniform_, which torch.rand's kernel calls inside the refresh; handed the
+    refresh's generator, it replayed the refresh and computed every set's product. Only the operators the
+    refresh calls were held; now those their kernels call too, every overload (guards.NESTED_OPS). Its
+    Library(**{"ns": "aten", ...}) passed the static check; a spread namespace is now one computed at run time."""
+    found = {f.message for f in scan((TRUST / "uniform_kernel.py").read_text())}
+    assert any("namespace computed at run time" in m for m in found), found
+    ev = _attack("uniform_kernel", tmp_path)
+    assert ev.status == "rejected" and "uniform_" in ev.reason, ev
+    assert reward(ev, None, None) == -1

@@ -713,6 +713,11 @@ class _Scanner(ast.NodeVisitor):
         first = node.args[0] if node.args else None
         if first is None:  # the namespace by keyword (attacker round 19: Library(ns="aten", ...))
             first = next((k.value for k in node.keywords if k.arg in ("ns", "qualname", "name")), None)
+        if first is None:  # or spread from a mapping or a sequence (round 35: Library(**{"ns": "aten", ...}))
+            first = next(
+                (k.value for k in node.keywords if k.arg is None),
+                next((a.value for a in node.args if isinstance(a, ast.Starred)), None),
+            )
         if (
             _under(name, "torch.library")
             and isinstance(first, ast.Constant)
