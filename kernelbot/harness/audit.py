@@ -31,6 +31,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from kernelbot.harness.forbidden import FRAME_HANDERS
+
 # Events refused to untrusted callers. Frames are the way to the harness's objects; gc hands out every
 # object; ctypes and code objects reach memory and forge filenames; the rest leave the process.
 _REFUSED = frozenset(
@@ -68,18 +70,10 @@ _REFUSED_PREFIXES = (
     "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.PyObj_FromPtr",
     "ctypes.call_function", "ctypes.set_errno", "ctypes.get_errno", "os.ptrace",
 )  # fmt: skip
-# torch's functions that read the frames above them and hand their caller a frame, or a frame's locals: they act
-# for whoever called them, like the standard library's `inspect`, so a candidate calling one directly is refused
-# (attacker rounds 30 and 31 reached the worker's objects through two of them); torch's own calls (TorchScript's
-# name resolution, dynamic shapes' source locations) are judged by torch's frames below, as before. By name and
-# file, read from each frame's code: no spelling of the candidate's changes them.
-FRAME_HANDERS = {
-    "createResolutionCallbackFromFrame": "/torch/_jit_internal.py",
-    "_find_user_frame": "/torch/fx/proxy.py",
-    "_get_user_frame": "/torch/fx/experimental/symbolic_shapes.py",
-    "_find_user_code_frame": "/torch/fx/experimental/symbolic_shapes.py",
-    "_find_frame_locals": "/torch/fx/experimental/symbolic_shapes.py",
-}
+# torch's helpers that hand their caller a frame act for whoever called them, like the standard library's
+# `inspect`: a candidate calling one directly is refused; torch's own calls (TorchScript's name resolution,
+# dynamic shapes' source locations) are judged by torch's frames below. By name and file, read from each
+# frame's code: no spelling of the candidate's changes them.
 _PATH_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "os.chdir"})
 _IMPORT_STEPS = frozenset({"_load_unlocked", "_find_and_load_unlocked", "exec_module"})
 

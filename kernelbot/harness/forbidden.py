@@ -250,6 +250,16 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
     ),
 }
 
+# torch's functions that read the frames above them and hand their caller a frame, or a frame's locals, by name
+# and the file that defines them (attacker rounds 30 and 31 reached the worker's objects through two of them):
+# the static check refuses the names, the audit hook makes them act for whoever called them.
+FRAME_HANDERS = {
+    "createResolutionCallbackFromFrame": "/torch/_jit_internal.py",
+    "_find_user_frame": "/torch/fx/proxy.py",
+    "_get_user_frame": "/torch/fx/experimental/symbolic_shapes.py",
+    "_find_user_code_frame": "/torch/fx/experimental/symbolic_shapes.py",
+    "_find_frame_locals": "/torch/fx/experimental/symbolic_shapes.py",
+}
 # Dunder and frame attributes that walk from an object to code, globals or frames (and so to the key).
 INTROSPECTIVE_ATTRS = frozenset(
     {
@@ -268,14 +278,8 @@ INTROSPECTIVE_ATTRS = frozenset(
         "gi_frame",
         "cr_frame",
         "ag_frame",
-        # torch's helpers that hand their caller a frame (or a frame's locals), reading the stack above them
-        # (attacker rounds 30 and 31 reached the worker's objects so); the audit hook makes them act for their
-        # caller at run time (audit.FRAME_HANDERS), this is the same list as spellings
-        "createResolutionCallbackFromFrame",
-        "_find_user_frame",
-        "_get_user_frame",
-        "_find_user_code_frame",
-        "_find_frame_locals",
+        # torch's helpers that hand their caller a frame (FRAME_HANDERS), as spellings
+        *FRAME_HANDERS,
         # PEP 523's hook as torch exposes it: a callback set there runs at the entry of every Python frame the
         # thread evaluates, the harness's own among them (worker.main clears it after each call of the subject)
         "set_eval_frame",

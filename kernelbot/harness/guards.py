@@ -198,7 +198,7 @@ def _aten_overrides() -> frozenset[str]:
 # The ATen operators the harness itself runs in the subject process once untrusted code is loaded: the refresh
 # (inputs.refresh, sparse matrices and renewed ones included) and the arm step; tests/test_inputs.py traces the
 # first and checks that this list covers it (the outputs' copy holds its own: sealed.TORCH_PATH_OPS). The input factory's own are traced when a candidate is loaded (ops_run_by).
-HARNESS_OPS: tuple[str, ...] = (
+_LISTED_OPS = (
     "aten::_local_scalar_dense", "aten::_unsafe_view", "aten::add_.Scalar", "aten::add_.Tensor", "aten::alias",
     "aten::all", "aten::ge.Tensor", "aten::item", "aten::le.Tensor", "aten::lt.Scalar", "aten::lt.Tensor", "aten::rand.generator",
     "aten::where.self", "aten::arange", "aten::arange.start",
@@ -241,35 +241,20 @@ def with_overloads(bases: Iterable[str]) -> tuple[str, ...]:
 
 # Every overload of each (the profiler names operators, not overloads; a check holds 113 in ~1.4 ms on the CPU)
 HARNESS_OPS = with_overloads(
-    sorted({n.removeprefix("aten::").split(".")[0] for n in HARNESS_OPS} | set(NESTED_OPS))
+    sorted({n.removeprefix("aten::").split(".")[0] for n in _LISTED_OPS} | set(NESTED_OPS))
 )
 
 
 def ops_run_by(fn: Callable[[], Any]) -> set[str]:
     """The ATen operators fn() runs (an input factory, which a refresh that draws inputs afresh runs between
     the timed calls): traced once, before any untrusted code is loaded."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    seen: set[str] = set()
-
-    class Trace(TorchDispatchMode):
-        # Not wrapped in torch._dynamo.disable: its first call imported torch._dynamo (827 modules, ~1 s on
-        # the CI machine) on every candidate's load. Nothing is compiled under this trace.
-        @classmethod
-        def _should_skip_dynamo(cls) -> bool:
-            return False
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func._schema.name
-            seen.add(name if func._overloadname == "default" else f"{name}.{func._overloadname}")
-            return func(*args, **(kwargs or {}))
-
-    # The mode sees the operators called from Python; the profiler also those their kernels call (randn's
-    # normal_), where a kernel of the subject's would run just as well (NESTED_OPS).
-    with torch.autograd.profiler.profile() as profiled, Trace():
+    # The profiler, not a dispatch mode: it sees the operators the factory's kernels call too (randn's
+    # normal_), where a kernel of the subject's would run just as well (NESTED_OPS); it names operators, so
+    # each is watched with every overload.
+    with torch.autograd.profiler.profile() as profiled:
         fn()
-    nested = {e.name.removeprefix("aten::") for e in profiled.function_events if e.name.startswith("aten::")}
-    return seen | set(with_overloads(sorted(nested)))
+    ran = {e.name.removeprefix("aten::") for e in profiled.function_events if e.name.startswith("aten::")}
+    return set(with_overloads(sorted(ran)))
 
 
 def _harness_kernels(ops: tuple[str, ...]) -> dict[str, str]:
