@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -264,6 +265,9 @@ def test_every_operator_the_refresh_runs_is_watched(index_max: int, monkeypatch:
         torch.rand(small) < 0.5, torch.randn(small, dtype=torch.complex64), torch.arange(small),
         torch.eye(16).to_sparse_csr(),
     ]  # fmt: skip
+    # on a GPU machine, `KERNELBOT_ADVERSARIAL_DEVICE=cuda` profiles the CUDA refresh (its kernels differ)
+    dev = os.environ.get("KERNELBOT_ADVERSARIAL_DEVICE", "cpu")
+    masters = [m.to(dev) for m in masters]
     with torch.autograd.profiler.profile() as profiled:
         for seed in (3, 4):
             sets = [[m.clone() for m in masters] for _ in range(2)]
@@ -272,12 +276,12 @@ def test_every_operator_the_refresh_runs_is_watched(index_max: int, monkeypatch:
             [[m.clone() for m in masters[:2]]],
             [masters[:2]],
             seed=5,
-            fresh=lambda s: [torch.randn(small), torch.randn(large)],
+            fresh=lambda s: [torch.randn(small, device=dev), torch.randn(large, device=dev)],
         )
     seen = {e.name.removeprefix("aten::") for e in profiled.function_events if e.name.startswith("aten::")}
     assert seen, "the profiler saw no operator"
     # the factory's own operators are watched through ops_run_by, with theirs inside (normal_, from randn)
-    factory = set(guards.ops_run_by(lambda: [torch.randn(small), torch.randn(large)]))
+    factory = set(guards.ops_run_by(lambda: [torch.randn(small, device=dev), torch.randn(large, device=dev)]))
     assert "aten::normal_" in factory, factory
     missing = sorted(set(guards.with_overloads(sorted(seen))) - watched - factory)
     assert not missing, missing

@@ -1160,6 +1160,18 @@ def test_samples_rechecked_at_random_catch_wrong_answers_the_last_ones_hide(
         assert ev.ok, ev.reason
 
 
+def test_a_sample_faster_than_the_samples_found_right_is_rechecked(tmp_path: Path) -> None:
+    """Attacker round 36 (reward 2 with the static check on, 1.9x and 2.7x eager side by side, about one run in
+    seven): right on the early samples and the last, skipping the work on those between, where the chance of a
+    random recheck had fallen (it had also pushed the judge's count up with a long honest batch first). Here the
+    random share is turned down to 0.1 (about 4 runs in 5 would escape it); a skipped sample is fast, and a
+    sample faster than those found right is rechecked always (judge.FAST_SAMPLE)."""
+    settings = replace(SETTINGS, recheck_share=0.1, min_samples=40, max_samples=40)
+    ev = _attack("skip_after_first", tmp_path, settings, RIGHT_UP_TO=4, SKIP_UP_TO=30)
+    assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
 def test_a_frame_from_torch_fx_is_refused_at_run_time(tmp_path: Path) -> None:
     """Attacker round 31 (reward 3 with the static check on, 7.7x eager side by side, 17x compile): torch.fx's
     TracerBase._find_user_frame handed the candidate its own frame (the sys._getframe inside it was torch's, so
@@ -1282,3 +1294,21 @@ def test_a_kernel_of_an_operator_called_inside_the_refreshs_kernels_is_refused(t
     ev = _attack("uniform_kernel", tmp_path)
     assert ev.status == "rejected" and "uniform_" in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["imported-first", "imported-by-the-candidate"])
+def test_a_library_that_adds_its_own_audit_hook_is_imported_before_ours(tmp_path: Path, listed: bool) -> None:
+    """Seen on an H100 image: its filelock adds an audit hook when imported, and torch.compile imports it at the
+    first compile, under the candidate's call, where a hook added is refused (round 33): every honest compiled
+    candidate was rejected. Such libraries (audit.HOOKING_LIBRARIES) are imported before the hook goes in."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "hooklib.py").write_text("import sys\nsys.addaudithook(lambda event, args: None)\n")
+    said = _under_the_hook(
+        tmp_path,
+        "def run():\n    import hooklib\n    return 'imported'\n",
+        "print(probe.run(), audit.refusal())\n",
+        before=f"sys.path.insert(0, {str(lib)!r})\n"
+        + ("import kernelbot.harness.audit as a; a.HOOKING_LIBRARIES = ('hooklib',)\n" if listed else ""),
+    )
+    assert said == (["imported", "None"] if listed else ["imported", "sys.addaudithook()", "from", "the", "subject"])

@@ -23,6 +23,8 @@ seen by it; the OS sandbox, the judge's separate process and its own clock hold 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import sys
 import sysconfig
@@ -323,11 +325,18 @@ def locations(job: dict[str, Any]) -> list[str]:
 
 _box: list[tuple[str, ...]] = []
 _refusals: list[str] = []
+# Libraries that add an audit hook of their own when imported, and that torch.compile imports lazily, under a
+# candidate's call: imported before ours, since a hook added with untrusted code on the stack is refused (an
+# H100 image's filelock registers fork hooks so; torch's inductor imports it at its first compile).
+HOOKING_LIBRARIES = ("filelock",)
 
 
 def install(untrusted: list[str]) -> None:
     """Install the hook once per process; later calls add locations to what counts as untrusted."""
     if not _box:
+        for name in HOOKING_LIBRARIES:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
         _box.append(places(untrusted))
         hook, _ = build(_box, _refusals)
         sys.addaudithook(hook)  # held by the interpreter alone from here

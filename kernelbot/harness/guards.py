@@ -220,6 +220,7 @@ NESTED_OPS = (
     "add", "cat", "expand", "expand_as", "flatten", "mul", "narrow", "normal_", "permute", "random_",
     "resize_", "scalar_tensor", "unfold", "uniform_", "_sparse_compressed_tensor_unsafe", "as_strided",
     "empty_like", "empty_strided", "to", "_reshape_alias", "select",
+    "gather",  # CUDA's one-index reordering (seen on an H100, torch 2.11)
 )  # fmt: skip
 
 

@@ -66,12 +66,19 @@ FRESH_NOTE = "inputs drawn afresh each sample (reordering them leaves the output
 # taken again with calls the judge chooses (Judge.time).
 SHORT_SAMPLE = 0.5
 REFRESH_EVERY = 16  # the judge's own refresh, past the first FLOOR_SAMPLES samples (see Judge.time)
-# Besides the last sample's recheck, a candidate's sample is rechecked right after it, every set, with a
-# chance of RECHECK_SHARE / i, i counting the samples this process has timed (past each warm-up, not those
-# the subject calls descheduled, which it could claim to push i up): about 1.5 ln(n) rechecks in n samples.
-# A candidate can tell timed calls from checked ones (its inputs' version counters, attacker round 12) and
-# be wrong on every sample but the last; wrong on the later half, it now escapes about one time in three.
+# Besides the last sample's recheck, a candidate's sample is rechecked right after it, every set (a candidate
+# wrong on a few sets of each sample escapes a check of one), with a chance of RECHECK_SHARE / i, i counting
+# the samples this process has timed (past each warm-up, not those the subject calls descheduled, which it
+# could claim to push i up), and never less than RECHECK_FLOOR. A candidate can tell timed calls from checked
+# ones (its inputs' version counters, attacker round 12) and where it is in a batch; attacker round 36
+# inflated i with a long honest batch and skipped the work in half of a retake's samples, escaping the falling
+# chance about one time in seven (reward 2). So a sample faster than FAST_SAMPLE x the median of this
+# process's samples found right so far (per call) is always rechecked, and so is the first: work skipped in a
+# sample shows as a fast sample, and samples found right are honest, so a median can be forged by at most
+# 1 / FAST_SAMPLE, and that only with partly skipped samples, each rechecked at least at the floor's chance.
 RECHECK_SHARE = 1.5
+RECHECK_FLOOR = 0.03
+FAST_SAMPLE = 0.9
 # What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
 # finds its faults itself, so a subject that claims one is a candidate blaming the operator.
 SUBJECT_STATUSES = frozenset({"crashed", "build_error", "incorrect", "rejected"})
@@ -157,6 +164,7 @@ class Judge:
         self.op: Operator | None = None
         self.candidate = False  # set by load()
         self._plain_samples = 0  # the samples timed so far, for the chance of a random recheck (_time)
+        self._right_ms: list[float] = []  # per call, the plain samples whose rechecks passed (FAST_SAMPLE)
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
         self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
@@ -540,14 +548,20 @@ class Judge:
             if not isinstance(claimed, float | int) or not math.isfinite(claimed) or claimed < 0:
                 raise Failure("rejected", "anti-hack check: the subject process reported an impossible time")
             if share and len(sent) > timing.WARMUP_SAMPLES:
-                if answer.get("descheduled") is not True:
-                    self._plain_samples += 1
-                if secrets.randbelow(1 << 20) < share / max(1, self._plain_samples) * (1 << 20):
+                plain, per_call = answer.get("descheduled") is not True, float(claimed) / calls
+                self._plain_samples += plain
+                chance = max(share / max(1, self._plain_samples), RECHECK_FLOOR)
+                fast = plain and (
+                    not self._right_ms or per_call < FAST_SAMPLE * _median(self._right_ms[-64:])
+                )
+                if fast or secrets.randbelow(1 << 20) < chance * (1 << 20):
                     # after the sample's window: the subject learns that this sample is rechecked only now
                     if given_seed != seed:
                         own_refresh(seed)
                     with self.spend("time: recheck"):
                         self._recheck(given)
+                    if plain:
+                        self._right_ms.append(per_call)
                     if self.device == "cuda":
                         torch.cuda.empty_cache()  # the reference's blocks, before the subject's next sample
             return timing.Sample(
