@@ -7,7 +7,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, ".")
-from kernelbot.harness import audit  # noqa: E402
+from kernelbot.harness import audit
 
 box = Path(tempfile.mkdtemp())
 (box / "untrusted_probe.py").write_text(
