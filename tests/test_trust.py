@@ -1311,4 +1311,6 @@ def test_a_library_that_adds_its_own_audit_hook_is_imported_before_ours(tmp_path
         before=f"sys.path.insert(0, {str(lib)!r})\n"
         + ("import kernelbot.harness.audit as a; a.HOOKING_LIBRARIES = ('hooklib',)\n" if listed else ""),
     )
-    assert said == (["imported", "None"] if listed else ["imported", "sys.addaudithook()", "from", "the", "subject"])
+    assert said == (
+        ["imported", "None"] if listed else ["imported", "sys.addaudithook()", "from", "the", "subject"]
+    )
