@@ -133,3 +133,22 @@ def test_short_samples_count_the_judges_clock_less_only_a_ping() -> None:
         assert counted[0] >= work - 1e-12  # the forgery counts its work, at least
         assert counted[1] == pytest.approx(work + overhead - ping)  # honest: its overhead beyond a ping
         assert forged[0] + forged[1] + forged[2] == pytest.approx(work + overhead - go_floor)  # the old rule
+
+
+def test_what_the_last_sample_left_is_dropped_inside_the_next_samples_window() -> None:
+    """Attacker round 37: a weakref callback on a timed output ran when the next `go` dropped the outputs,
+    after the refresh and before the window, and computed that sample's products there (on the CPU the judge's
+    clock charged more than it saved; on CUDA its margin is wider). The drop is inside the window now, so what
+    such a callback does is timed: here a 30 ms sleep in it shows in the sample."""
+    import time
+    import weakref
+
+    import torch
+
+    timer = timing.Timer("cpu")
+    left = [torch.ones(4)]
+    weakref.finalize(left[0], time.sleep, 0.03)
+    seconds, _ = timer.one_sample(torch.neg, [[torch.ones(4)]], 1, drop=left)
+    assert left == [] and seconds >= 0.03, seconds
+    seconds, _ = timer.one_sample(torch.neg, [[torch.ones(4)]], 1)  # nothing left: nothing of it timed
+    assert seconds < 0.03, seconds

@@ -157,9 +157,10 @@ class Timer:
             return None
 
     def one_sample(
-        self, fn: Callable[..., Any], input_sets: list[list[Any]], calls: int
+        self, fn: Callable[..., Any], input_sets: list[list[Any]], calls: int, drop: list[Any] | None = None
     ) -> tuple[float, list[Any]]:
-        """Seconds per call over `calls` calls rotating through `input_sets`; also the last output per set."""
+        """Seconds per call over `calls` calls rotating through `input_sets`; also the last output per set.
+        `drop`: what the last sample left, emptied inside this sample's window (_timed)."""
         outputs: list[Any] = [None] * len(input_sets)
 
         def run() -> None:
@@ -167,20 +168,26 @@ class Timer:
                 k = i % len(input_sets)
                 outputs[k] = fn(*input_sets[k])
 
-        return self._timed(run) / calls, outputs
+        return self._timed(run, drop) / calls, outputs
 
-    def replay_sample(self, graph: torch.cuda.CUDAGraph, calls: int) -> float:
+    def replay_sample(self, graph: torch.cuda.CUDAGraph, calls: int, drop: list[Any] | None = None) -> float:
         """Seconds per call of one replay of a CUDA graph that holds `calls` calls: one launch for all of them,
         so the host's launch time and its jitter stay out of the sample (worker.Subject.capture)."""
-        return self._timed(lambda: _replay(graph)) / calls
+        return self._timed(lambda: _replay(graph), drop) / calls
 
-    def _timed(self, run: Callable[[], None]) -> float:
+    def _timed(self, run: Callable[[], None], drop: list[Any] | None = None) -> float:
         """Seconds `run` takes: on CUDA its events' time, bounded by the wall clock (counted_ms); on the CPU
-        the wall clock. Sets last_cpu_share, last_hidden and last_descheduled for the sample."""
+        the wall clock. Sets last_cpu_share, last_hidden and last_descheduled for the sample.
+
+        `drop` is emptied once the clock runs: a finalizer or weakref callback that the subject hung on what
+        the last sample left runs inside this sample, timed (attacker round 37 ran one at that drop, after the
+        refresh and before the window, and computed the sample's products there)."""
         if self.device == "cuda":
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             c0, t0 = _process_time_ns(), _perf_counter_ns()
             start.record()
+            if drop is not None:
+                drop.clear()
             run()
             end.record()
             _cuda_sync()  # device-wide, before the end event is read: nothing is left running after the sample
@@ -191,6 +198,8 @@ class Timer:
             self.last_hidden, self.last_descheduled = verdict == "hidden", verdict == "descheduled"
             return counted_ms(wall / 1e6, gpu_ms, self.host_latency_ms, verdict) / 1e3
         c0, t0 = _process_time_ns(), _perf_counter_ns()
+        if drop is not None:
+            drop.clear()
         run()
         wall, cpu = _perf_counter_ns() - t0, _process_time_ns() - c0
         self.last_cpu_share = cpu / wall if wall > 0 else 1.0
