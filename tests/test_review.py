@@ -312,6 +312,7 @@ def test_review_with_search_agent_suggests_a_verified_kernel(tmp_path: Path) -> 
     md = (tmp_path / "c.md").read_text()
     assert "Faster verified kernel for <code>ops/diag</code>" in md and "```python" in md
     assert "| `ops/diag` | added |" in md and "diag-matmul-broadcast" in md
+    assert "Reward (CUDA Agent's milestones" in md  # the reward column explained where a candidate is shown
     with sqlite3.connect(tmp_path / "h.db") as conn:
         (stored,) = conn.execute("select count(*) from candidates where reward >= 2").fetchone()
     assert stored >= 1
@@ -406,7 +407,7 @@ def test_a_candidate_faster_only_against_cached_baselines_is_explained() -> None
     assert result.best_candidate is None and result.error is None
     [note] = result.notes
     assert note.startswith(
-        "diag-matmul-broadcast looked 8.20x faster than eager against the cached baselines"
+        "diag-matmul-broadcast looked 8.20× faster than eager against the cached baselines"
     )
     assert "its time ran out first" in note
 
@@ -438,7 +439,8 @@ def test_a_search_that_found_nothing_faster_says_what_its_best_scored() -> None:
     result = OperatorResult("ops/r", "ops/r.py", "modified", [], 0.03)
     _optimize(result, lambda *_: outcome, None, Path("."), None, 60.0, None)  # type: ignore[arg-type]
     assert result.notes == [
-        "2 candidate(s) tried, none faster by the reward's rule; the best, compile-max-autotune, 0.40x eager (reward 1)"
+        "2 candidates tried, none more than 5% faster than eager (reward 2); the best, compile-max-autotune, "
+        "0.40× eager (reward 1)"
     ]
 
 
@@ -459,14 +461,14 @@ def test_a_faster_median_without_a_reward_names_the_interval_that_kept_it() -> N
     )
     outcome = types.SimpleNamespace(best=None, candidates=[noisy], stopped_by="exhausted")
     assert why_nothing_suggested(outcome) == (  # type: ignore[arg-type]
-        "1 candidate(s) tried, none faster by the reward's rule; the best, compile-max-autotune, 2.32x eager "
-        "(reward 1): its 99% interval side by side, 0.80-3.10x after 8 rounds, does not clear 1.05x (a quieter "
-        "machine or more --time narrows it)"
+        "1 candidate tried, none more than 5% faster than eager (reward 2); the best, compile-max-autotune, "
+        "2.32× eager (reward 1): its 99% interval side by side, 0.80–3.10× after 8 rounds, does not clear 1.05× "
+        "(a quieter machine or more --time narrows it)"
     )
     # A slower candidate keeps the plain line: its interval is not the reason.
     slow = types.SimpleNamespace(**{**vars(noisy), "speedup_vs_eager": 0.9})
     outcome.candidates = [slow]
-    assert why_nothing_suggested(outcome).endswith("0.90x eager (reward 1)")  # type: ignore[arg-type,union-attr]
+    assert why_nothing_suggested(outcome).endswith("0.90× eager (reward 1)")  # type: ignore[arg-type,union-attr]
 
 
 def test_a_fast_candidate_left_at_reward_1_is_marked_and_explained(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,7 +80,7 @@ class Listener:
 def _attack(name: str, tmp_path: Path, settings: Settings = SETTINGS, **fill: Any) -> Evaluation:
     source = (TRUST / f"{name}.py").read_text()
     for key, value in fill.items():
-        blank = "0" if isinstance(value, int) else '""'
+        blank = "0" if isinstance(value, int) else "0.0" if isinstance(value, float) else '""'
         source = source.replace(f"{key} = {blank}", f"{key} = {value!r}")
     path = tmp_path / f"{name}.py"
     path.write_text(source)
@@ -1160,14 +1160,20 @@ def test_samples_rechecked_at_random_catch_wrong_answers_the_last_ones_hide(
         assert ev.ok, ev.reason
 
 
-def test_a_sample_faster_than_the_samples_found_right_is_rechecked(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("nap", "right"), [(0.0, 4), (0.0003, 20)], ids=["plain", "descheduled"])
+def test_a_sample_faster_than_the_samples_found_right_is_rechecked(
+    nap: float, right: int, tmp_path: Path
+) -> None:
     """Attacker round 36 (reward 2 with the static check on, 1.9x and 2.7x eager side by side, about one run in
     seven): right on the early samples and the last, skipping the work on those between, where the chance of a
     random recheck had fallen (it had also pushed the judge's count up with a long honest batch first). Here the
     random share is turned down to 0.1 (about 4 runs in 5 would escape it); a skipped sample is fast, and a
-    sample faster than those found right is rechecked always (judge.FAST_SAMPLE)."""
+    sample faster than those found right is rechecked always (judge.FAST_SAMPLE). Round 38 (claimed reward 2
+    once in four, 2.71x, before side by side cut it to 1) napped in its skipped samples so that its timer
+    called them descheduled, which the rule first skipped: it holds for those too."""
     settings = replace(SETTINGS, recheck_share=0.1, min_samples=40, max_samples=40)
-    ev = _attack("skip_after_first", tmp_path, settings, RIGHT_UP_TO=4, SKIP_UP_TO=30)
+    # (descheduled: 20 samples right first, so that the floor's 3% is the random chance left, ~70% escape)
+    ev = _attack("skip_after_first", tmp_path, settings, RIGHT_UP_TO=right, SKIP_UP_TO=right + 12, NAP=nap)
     assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
     assert reward(ev, None, None) == -1
 

@@ -13,6 +13,7 @@ from kernelbot.config import load_config
 from kernelbot.errors import KernelbotError
 from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness import stop
+from kernelbot.harness.evaluate import out_of_time
 from kernelbot.pipeline.optimize import optimize_operator, why_nothing_suggested
 from kernelbot.pipeline.optimizers import make_agent
 from kernelbot.pipeline.results import CandidateResult, OptimizeResult
@@ -66,14 +67,16 @@ def render(result: OptimizeResult) -> None:
     rows, notes = [], []
     for c in result.candidates:
         t = c.evaluation.timing
+        # Cut by the run's own deadline, not judged: no status of the candidate's, no reward (training skips it)
+        cut = out_of_time(c.evaluation.status, c.evaluation.reason)
         rows.append(
             [
                 c.origin,
-                c.evaluation.status,
+                "not finished" if cut else c.evaluation.status,
                 console.fmt_ms(t.median_ms if t else None),
                 _ratio_cell(c, "eager"),
                 _ratio_cell(c, "compile"),
-                str(c.reward) + (" ‡" if c.provisional_reward else ""),
+                "—" if cut else str(c.reward) + (" ‡" if c.provisional_reward else ""),
             ]
         )
         if c.evaluation.status != "ok" and c.evaluation.reason:

@@ -551,9 +551,8 @@ class Judge:
                 plain, per_call = answer.get("descheduled") is not True, float(claimed) / calls
                 self._plain_samples += plain
                 chance = max(share / max(1, self._plain_samples), RECHECK_FLOOR)
-                fast = plain and (
-                    not self._right_ms or per_call < FAST_SAMPLE * _median(self._right_ms[-64:])
-                )
+                # descheduled or not: that is the subject's word (attacker round 38 said it of its skipped samples)
+                fast = not self._right_ms or per_call < FAST_SAMPLE * _median(self._right_ms[-64:])
                 if fast or secrets.randbelow(1 << 20) < chance * (1 << 20):
                     # after the sample's window: the subject learns that this sample is rechecked only now
                     if given_seed != seed:

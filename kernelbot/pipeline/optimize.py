@@ -79,16 +79,17 @@ def why_nothing_suggested(result: OptimizeResult) -> str | None:
             else f"only the {CONFIRM_AT_MOST} most promising are"
         )
         return (
-            f"{c.origin} looked {c.speedup_vs_eager or 0:.2f}x faster than eager against the cached baselines but "
+            f"{c.origin} looked {c.speedup_vs_eager or 0:.2f}× faster than eager against the cached baselines but "
             f"was not timed side by side with them ({why}): reward 1, not suggested; more --time confirms it"
         )
+    tried = _count(len(result.candidates), "candidate")
     correct = [c for c in result.candidates if c.reward >= 1]
     if not correct:
-        return f"{len(result.candidates)} candidate(s) tried, none correct"
+        return f"{tried} tried, none correct"
     c = max(correct, key=lambda c: c.speedup_vs_eager or 0.0)
-    speed = f"{c.speedup_vs_eager:.2f}x eager" if c.speedup_vs_eager else "not timed"
+    speed = f"{c.speedup_vs_eager:.2f}× eager" if c.speedup_vs_eager else "not timed"
     line = (
-        f"{len(result.candidates)} candidate(s) tried, none faster by the reward's rule; the best, {c.origin}, "
+        f"{tried} tried, none more than {REWARD_MARGIN:.0%} faster than eager (reward 2); the best, {c.origin}, "
         f"{speed} (reward {c.reward})"
     )
     # Faster by its median, yet reward 1: the side-by-side rounds were too noisy to claim it (seen on a
@@ -98,10 +99,14 @@ def why_nothing_suggested(result: OptimizeResult) -> str | None:
     if c.reward == 1 and low_high and (c.speedup_vs_eager or 0.0) > 1 + REWARD_MARGIN:
         low, high = low_high
         line += (
-            f": its 99% interval side by side, {low:.2f}-{high:.2f}x after {evidence.get('rounds')} rounds, "
-            f"does not clear {1 + REWARD_MARGIN:.2f}x (a quieter machine or more --time narrows it)"
+            f": its 99% interval side by side, {low:.2f}–{high:.2f}× after {evidence.get('rounds')} rounds, "
+            f"does not clear {1 + REWARD_MARGIN:.2f}× (a quieter machine or more --time narrows it)"
         )
     return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _slug(text: str) -> str:
