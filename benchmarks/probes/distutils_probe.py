@@ -10,9 +10,7 @@ from pathlib import Path
 import torch.fx.experimental.symbolic_shapes  # noqa: F401  (as the test's `before`)
 
 box = Path(tempfile.mkdtemp())
-(box / "probe.py").write_text(
-    "import importlib\ndef go(name):\n    return importlib.import_module(name)\n"
-)
+(box / "probe.py").write_text("import importlib\ndef go(name):\n    return importlib.import_module(name)\n")
 sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(box)]
 from kernelbot.harness import audit  # noqa: E402
 
