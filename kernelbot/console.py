@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +30,9 @@ __all__ = [
     "write_json",
 ]
 
-err = Console(stderr=True)
+# Not a terminal (a CI log, a file): Rich would wrap at 80 columns, mid-sentence; a log is read wide.
+LOG_WIDTH = 160
+err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else LOG_WIDTH)
 
 
 @contextmanager

@@ -88,3 +88,26 @@ def test_text_from_a_pull_request_is_never_markup(monkeypatch: pytest.MonkeyPatc
         step("ops/[/x]: timing base and head")
     text = term.export_text()
     assert "ops/[b]x[/b]" in text and "[/x] error" in text and "ops/[/x]: timing" in text
+
+
+def test_a_log_that_is_not_a_terminal_is_written_wide() -> None:
+    """A newcomer's find: in a CI log (stderr not a terminal) Rich wrapped the review's lines at 80 columns,
+    mid-sentence; such output is LOG_WIDTH wide unless COLUMNS says otherwise."""
+    import os
+    import subprocess
+    import sys
+
+    script = "from kernelbot import console; print(console.err.width)"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    assert piped.stdout.split() == [str(console.LOG_WIDTH)]
+    told = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "100"},
+        check=True,
+    )
+    assert told.stdout.split() == ["100"]

@@ -295,7 +295,8 @@ def run_review(
                         )
                     else:
                         progress(
-                            f"[{index}/{len(targets)}] {target.spec.name}: optimizing ({budget:.0f} s at most)"
+                            f"[{index}/{len(targets)}] {target.spec.name}: optimizing ({budget:.0f} s at most, "
+                            f"of the run's {deadline - time.monotonic():.0f} s left)"
                         )
                         # on one GPU of the pool, held for the agent's whole run (baselines, candidates)
                         with pool.acquire() if pool is not None else contextlib.nullcontext() as gpu:
