@@ -98,6 +98,35 @@ def missing_kernelbench_names(text: str) -> list[str]:
     return [name for name in KERNELBENCH_NAMES if name not in names]
 
 
+def candidate_problem(path: Path, name: str = "ModelNew") -> str | None:
+    """Why a candidate file cannot be what a KernelBench-form check loads (not UTF-8, a syntax error, no `name`
+    bound at top level), as one line naming the file and the fix; None if it may be. Read before any timing,
+    so that a missing class is not found only after the operator's baselines (a newcomer waited 17 s)."""
+    try:
+        tree = ast.parse(path.read_bytes().decode("utf-8"), filename=str(path))
+    except UnicodeDecodeError as err:
+        return f"{path}: not UTF-8 text (byte {err.start}); pass a .py source file that defines {name}"
+    except SyntaxError as err:
+        return f"{path}:{err.lineno or 0}: {err.msg}; fix the syntax error"
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(a.name == "*" for a in node.names):
+                return None  # a star import may bind it: the load will tell
+            bound |= {(a.asname or a.name).partition(".")[0] for a in node.names}
+    if name in bound:
+        return None
+    return (
+        f"{path}: defines no {name} at top level; add class {name}(nn.Module) taking the same constructor "
+        "arguments as Model"
+    )
+
+
 def is_kernelbench_source(text: str) -> bool:
     """True when the module defines Model, get_inputs and get_init_inputs at top level."""
     return not missing_kernelbench_names(text)

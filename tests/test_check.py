@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +102,26 @@ def test_wrong_candidate_exits_one_and_says_where(repo: Path) -> None:
 def test_missing_candidate_file_is_a_usage_error(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "ops/lin.py", "--candidate", "nope.py", "--device", "cpu"]) == 2
     assert "nope.py: no such candidate file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("import torch\nclass Model2(torch.nn.Module):\n    pass\n", "defines no ModelNew at top level"),
+        ("import torch\nclass ModelNew(torch.nn.Module:\n", ":2: "),  # a syntax error, with its line
+    ],
+)
+def test_a_candidate_that_cannot_load_is_refused_before_any_timing(
+    repo: Path, capsys: pytest.CaptureFixture[str], source: str, said: str
+) -> None:
+    """A newcomer's find: a candidate without ModelNew was reported after the operator had been timed (17 s)."""
+    bad = repo / "bad.py"
+    bad.write_text(source)
+    started = time.monotonic()
+    assert main(["check", "ops/lin.py", "--candidate", str(bad), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}" in err and said in err and "Traceback" not in err, err
+    assert time.monotonic() - started < 10  # no sandbox, no baseline was started
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from kernelbot.fingerprint import choose_device, collect
 from kernelbot.harness.results import speedup
 from kernelbot.pipeline.check import check_operator
 from kernelbot.pipeline.results import CheckReport
-from kernelbot.spec import resolve_operator
+from kernelbot.spec import candidate_problem, resolve_operator
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -106,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     if args.candidate is not None and not args.candidate.exists():
         raise UsageError(f"{args.candidate}: no such candidate file; pass a .py file that defines ModelNew")
     spec, root = resolve_operator(args.operator, repo, config)
+    if args.candidate is not None and spec.kind == "kernelbench":
+        problem = candidate_problem(args.candidate)
+        if problem is not None:
+            raise UsageError(problem)
     device = choose_device(args.device, config.device)
     fingerprint = collect(device)
     with console.progress(enabled=args.json != "-" or True) as step:

@@ -231,7 +231,8 @@ class Operator:
             if not hasattr(module, "ModelNew"):
                 raise LoadError(
                     "candidate",
-                    "the candidate defines no ModelNew (it must take the same constructor arguments as Model)",
+                    f"{path.name} defines no ModelNew (add class ModelNew(nn.Module), taking the same constructor "
+                    "arguments as Model)",
                 )
             assert isinstance(self.reference, torch.nn.Module)
             return self._build_model(module.ModelNew, "candidate", like=self.reference)
