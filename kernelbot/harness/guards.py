@@ -73,6 +73,9 @@ def _namespaces() -> dict[str, Any]:
         "torch.linalg": torch.linalg,
         "torch.fft": torch.fft,
         "torch.special": torch.special,
+        # seeding: torch.manual_seed looks its device hooks up here at call time (attacker round 39 replaced
+        # _seed_custom_device and ran its code in the harness's input draw)
+        "torch.random": torch.random,
         "kernelbot.harness.compare": compare,
         "kernelbot.harness.timing": timing,
         "kernelbot.harness.timing.Timer": timing.Timer,
@@ -106,7 +109,7 @@ def _namespaces() -> dict[str, Any]:
         spaces.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
     # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
     # helpers up in json.encoder and json.decoder at call time (round 9 replaced c_make_encoder).
-    for name in ("json.encoder", "json.decoder", "json.scanner"):
+    for name in ("json.encoder", "json.decoder", "json.scanner", "torch.cuda.random"):
         if name in sys.modules:
             spaces.setdefault(name, sys.modules[name])
     # Grad-mode context managers: their __enter__/__exit__ are looked up on the class when a block starts and

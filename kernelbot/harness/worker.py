@@ -11,10 +11,12 @@ The in-process guards and the audit hook are a first layer, not the one that hol
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -95,9 +97,11 @@ class Subject:
         job: dict[str, Any],
         timer: timing.Timer,
         seal: Callable[[guards.Integrity | None, Subject], None],
+        on: SubjectThread,
     ) -> None:
         """`seal(integrity, self)` builds the sealed copy (main's): called once the operator is loaded and the
-        guard's snapshot taken, before the candidate's file is imported, and not kept."""
+        guard's snapshot taken, before the candidate's file is imported, and not kept. The subject's file is
+        imported and built on its own thread (`on`)."""
         self.device, self.timer = job["device"], timer
         self.name = job["subject"]
         self.who = "the candidate" if self.name == "candidate" else f"the {self.name} subject"
@@ -133,8 +137,9 @@ class Subject:
         self.renew = bool(self.op.per_call_matrix)
         self.factory = self.op.cases[0].make
         seal(self.integrity, self)
+        del seal  # this frame is the caller's while the subject loads: nothing of main's left in it
         try:
-            self.fn = self.op.subject(self.name, job.get("candidate"), job.get("compile_mode"))
+            self.fn = on(self.op.subject, self.name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
             raise Failure("build_error", str(exc), who=exc.who) from None
         self.guard()
@@ -161,23 +166,27 @@ class Subject:
         junk = torch.full((size,), float("nan"), device=self.device)
         del junk
 
-    def run(self, case: int, seed: int, repeat: int, copy: sealed.Copy) -> tuple[list[Any], list[Any], int]:
+    def run(
+        self, case: int, seed: int, repeat: int, copy: sealed.Copy, on: SubjectThread
+    ) -> tuple[list[Any], list[Any], int]:
         """`repeat` checked calls on one input set: their outputs described, the specs of the tensors written
         into the region (each run's bytes leave the device before the next run), and the region's end."""
-        inputs = self.op.cases[case].make(seed)
+        # Drawn on the subject's thread: the draw seeds torch (torch.manual_seed looks names up in torch.random
+        # at call time, attacker round 39's hook), and no code the subject could have hooked runs on main.
+        inputs = on(self.op.cases[case].make, seed)
         described: list[Any] = []
         specs: list[Any] = []
         end = 0
         for _ in range(repeat):
             self._poison(inputs)
-            out = call(self.fn, clone(inputs), self.who, self.timer)
+            held = [on(call, self.fn, clone(inputs), self.who, self.timer)]
             # Copied before the guard looks (a hook the guard's own calls would set off finds them copied);
             # an untimed call has nothing to gain from work done later anyway.
-            more, written, end = _sealed(copy, [out], end)
+            more, written, end = _sealed(copy, held, end)
             described += more
             specs += written
             self.guard()
-            del out
+            on(held.clear)  # dropped on the subject's thread: a finalizer of its outputs runs there
         return described, specs, end
 
     def time_begin(
@@ -338,6 +347,78 @@ def _eval_frame_setter() -> Callable[[Any], Any]:
     return setter if setter is not None else (lambda callback: None)
 
 
+class Crashed(Exception):
+    """The subject's own exception, made text on the subject's thread (its __str__ is the subject's code)."""
+
+
+def _as_text(exc: BaseException) -> str:
+    try:
+        if isinstance(exc, SystemExit):
+            return f"candidate code called sys.exit({exc.code})"
+        return f"{type(exc).__name__}: {exc}"
+    except BaseException:  # a __str__ that raises is the subject's too
+        return "an exception whose text could not be read"
+
+
+def _serve(go: Any, done: Any, box: list[Any], unhook: Callable[[Any], Any]) -> None:
+    """The subject's thread: one job at a time from SubjectThread. What a job leaves (its exception, the frame-
+    evaluation callback torch sets per thread) is dealt with here, so no code of the subject's runs on the
+    main thread for it."""
+    while True:
+        go.acquire()
+        fn, args = box.pop()
+        try:
+            result: tuple[bool, Any] = (True, fn(*args))
+        except BaseException as exc:
+            if type(exc) in (Failure, LoadError):  # ours: text made here; what it was raised from stays here
+                exc.__context__ = exc.__cause__ = exc.__traceback__ = None
+                result = (False, exc)
+            else:
+                result = (False, Crashed(_as_text(exc)))
+        hooked = unhook(None) is not None
+        box.append((result, hooked))
+        del fn, args, result  # what the job held goes with its answer, not with the next job
+        done.release()
+
+
+class SubjectThread:
+    """Runs the subject's code (its import, its calls, a timing's set-up and samples) on a thread of its own.
+
+    A frame of the subject's code leads only to this thread's frames (the job and `_serve`), never to the main
+    thread's, where the sealed server's closures and the channel live: attacker rounds 30 and 31 got a frame
+    through a helper of torch's (and any trampoline of torch's calling `sys._getframe` hands one out) and
+    rewrote the closure cell holding the sealed server's tail from `main`'s frame."""
+
+    __slots__ = ("_box", "_done", "_go")
+
+    def __init__(self) -> None:
+        self._go, self._done = _thread.allocate_lock(), _thread.allocate_lock()
+        self._box: list[Any] = []
+        self._go.acquire()
+        self._done.acquire()
+        args = (self._go, self._done, self._box, _eval_frame_setter())
+        threading.Thread(target=_serve, args=args, name="kernelbot-subject", daemon=True).start()
+
+    def __call__(self, fn: Callable[..., _T], *args: Any) -> _T:
+        self._box.append((fn, args))
+        self._go.release()
+        self._done.acquire()
+        (ok, value), hooked = self._box.pop()
+        if self._box:
+            raise Failure(
+                "rejected", "anti-hack check: the subject's thread handed back more than one answer"
+            )
+        _unhooked(True if hooked else None)
+        if ok:
+            return value
+        raise value
+
+
+def _no_grad(fn: Callable[..., _T], *args: Any) -> _T:
+    with torch.no_grad():  # grad mode is the calling thread's
+        return fn(*args)
+
+
 def _unhooked(previous: Any) -> None:
     """The frame-evaluation callback found set after the subject's code ran (and cleared, by the caller)."""
     if previous is not None:
@@ -353,6 +434,8 @@ def main() -> None:
     lazy = sys.argv[5:] == ["lazy"]  # started ahead: the device waits for the judge's hello
     for fd in (from_judge, to_judge, region):
         os.set_inheritable(fd, False)
+    # Before anything of the subject's: the thread its code runs on (every count of threads includes it).
+    on = SubjectThread()
     link.arm_device_copy(device)
     imported = time.time()
     # The device's context now, while the judge starts its own: the two start-ups overlap.
@@ -371,10 +454,10 @@ def main() -> None:
     # so no finalizer of the subject's runs in a refresh). A check's calls and a timing's set-up collect,
     # where no sample's inputs are known yet.
     collect = gc.collect
-    # A frame-evaluation callback left set by the subject runs at the entry of every Python frame this thread
-    # evaluates after, the sealed server's and the refresh's included (kernelbot's own probe computed each set's
-    # product at the refresh's end so): cleared by a C call right after each call of the subject, before any
-    # frame of ours is entered. torch.compile sets it around its own calls only.
+    # A frame-evaluation callback left set runs at the entry of every Python frame the thread evaluates after,
+    # the sealed server's and the refresh's included (kernelbot's own probe computed each set's product at the
+    # refresh's end so): cleared by a C call right after each job on the subject's thread (SubjectThread) and
+    # here after each command, before any frame of ours is entered. torch.compile sets it around its own calls.
     unhook = _eval_frame_setter()
 
     def seal(integrity: guards.Integrity | None, subject: Subject) -> None:
@@ -439,41 +522,43 @@ def main() -> None:
                 answer = {"ok": True}
             elif kind == "go" and subject is None and timer is not None and tick is not None:
                 # The judge's floor, before any untrusted code is loaded: a sample of trusted tiny kernels.
-                calls = int(cmd["calls"])
-                seconds, _ = timer.one_sample(torch.Tensor.add_, [[tick, 1]], calls)
+                calls = int(cmd["calls"])  # on the subject's thread, as its samples will be
+                seconds, _ = on(timer.one_sample, torch.Tensor.add_, [[tick, 1]], calls)
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
             elif kind == "load" and timer is not None:
                 seed_all(0)
-                subject, hooked = Subject(cmd["job"], timer, seal), unhook(None)
+                subject, hooked = Subject(cmd["job"], timer, seal, on), unhook(None)
                 _unhooked(hooked)
                 answer = {"ok": True}
             elif subject is None or copy is None or tail is None or verify is None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
             elif kind == "run":
-                collect()
+                on(collect)  # the subject's finalizers run on its thread
                 (described, specs, _), hooked = (
-                    subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), copy),
+                    subject.run(int(cmd["case"]), int(cmd["seed"]), int(cmd["repeat"]), copy, on),
                     unhook(None),
                 )
                 _unhooked(hooked)
                 answer = {"ok": True, "outputs": described}
             elif kind == "time_begin":
-                collect()
-                with torch.no_grad():  # warm-up and calibration run the graph the timed calls run
-                    began, hooked = (
-                        subject.time_begin(
-                            int(cmd["seed"]),
-                            cmd.get("calls"),
-                            int(cmd["budget"]),
-                            str(cmd.get("graph", "off")),
-                            cmd.get("fresh") is True,
-                        ),
-                        unhook(None),  # before no_grad's __exit__, a frame of torch's
-                    )
+                on(collect)
+                # no_grad: warm-up and calibration run the graph the timed calls run
+                began, hooked = (
+                    on(
+                        _no_grad,
+                        subject.time_begin,
+                        int(cmd["seed"]),
+                        cmd.get("calls"),
+                        int(cmd["budget"]),
+                        str(cmd.get("graph", "off")),
+                        cmd.get("fresh") is True,
+                    ),
+                    unhook(None),
+                )
                 _unhooked(hooked)
                 answer = {"ok": True, **began}
             elif kind == "go":
-                sample, hooked = subject.go(), unhook(None)
+                sample, hooked = on(subject.go), unhook(None)
                 _unhooked(hooked)
                 answer, timed = {"ok": True, **sample}, True
             elif kind == "outputs":
@@ -490,6 +575,8 @@ def main() -> None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
         except Failure as exc:
             answer = {**exc.extra, "ok": False, "status": exc.status, "reason": exc.reason}
+        except Crashed as exc:  # the subject's own exception, made text on its thread
+            answer = {"ok": False, "status": "crashed", "reason": str(exc.args[0])}
         except SystemExit as exc:
             answer = {
                 "ok": False,

