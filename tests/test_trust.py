@@ -7,6 +7,7 @@ The runner's secrets are planted in this process's environment and on its disk; 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -1198,6 +1199,32 @@ def test_a_frame_got_through_a_trampoline_leads_nowhere_near_the_sealed_server(t
     ev = _attack("trampoline_frame", tmp_path)
     assert ev.ok, ev.reason
     assert reward(ev, None, None) == 1
+
+
+def test_an_answer_handed_back_from_inside_the_subjects_call_is_refused(tmp_path: Path) -> None:
+    """The subject's thread hands its answers back through a lock and a list its loop holds, which a frame of
+    the candidate's reaches (through a trampoline): a forged answer and the lock released from inside a timed
+    call would let the main thread answer the judge while the call computes on. The main thread takes an
+    answer only with the subject's thread back in its loop (worker.SubjectThread)."""
+    ev = _attack("early_answer", tmp_path)
+    assert ev.status == "rejected" and "still running" in ev.reason, ev
+    assert reward(ev, None, None) == -1
+
+
+def test_what_passed_through_the_subjects_hands_is_dropped_on_its_thread(tmp_path: Path) -> None:
+    """Attacker round 40 (reward 3 with the static check on, 7.8x eager and 17x compile side by side): the
+    checked call's cloned inputs were made and dropped on the main thread, so a weakref callback the candidate
+    hung on one ran there, took a frame through a trampoline and rewrote the sealed server's tail, which then
+    answered the judge first and computed each sample's products after its clock. The inputs are cloned, and
+    they and the outputs dropped, on the subject's thread now: the callback runs there and finds no main."""
+    from kernelbot.cli import main
+
+    out = tmp_path / "r.json"
+    op, cand = OPS / "matmul_op.py", TRUST / "weakref_after_answer.py"
+    assert main(["check", str(op), "--candidate", str(cand), "--no-compile", "--json", str(out)]) == 0
+    ev = json.loads(out.read_text())["candidate"]
+    # it got in before: its timed calls returned an empty tensor (reward 2, 8.6x eager, 2.7 against ~22 us)
+    assert ev["status"] == "ok" and ev["reward"] == 1 and ev["speedup_vs_eager"] < 2, ev
 
 
 def test_a_hook_in_torchs_seeding_is_refused(tmp_path: Path) -> None:

@@ -173,20 +173,24 @@ class Subject:
         into the region (each run's bytes leave the device before the next run), and the region's end."""
         # Drawn on the subject's thread: the draw seeds torch (torch.manual_seed looks names up in torch.random
         # at call time, attacker round 39's hook), and no code the subject could have hooked runs on main.
-        inputs = on(self.op.cases[case].make, seed)
+        # What passes through the subject's hands (the inputs, cloned there; its outputs) is dropped on its
+        # thread too: a weakref callback hung on an input the main thread dropped ran there, took a frame and
+        # rewrote the sealed server's tail (attacker round 40).
+        drawn = [on(self.op.cases[case].make, seed)]
         described: list[Any] = []
         specs: list[Any] = []
         end = 0
         for _ in range(repeat):
-            self._poison(inputs)
-            held = [on(call, self.fn, clone(inputs), self.who, self.timer)]
+            self._poison(drawn[0])
+            outs = [on(_call_on_a_clone, self.fn, drawn[0], self.who, self.timer)]
             # Copied before the guard looks (a hook the guard's own calls would set off finds them copied);
             # an untimed call has nothing to gain from work done later anyway.
-            more, written, end = _sealed(copy, held, end)
+            more, written, end = _sealed(copy, outs, end)
             described += more
             specs += written
             self.guard()
-            on(held.clear)  # dropped on the subject's thread: a finalizer of its outputs runs there
+            on(outs.clear)
+        on(drawn.clear)
         return described, specs, end
 
     def time_begin(
@@ -389,7 +393,7 @@ class SubjectThread:
     through a helper of torch's (and any trampoline of torch's calling `sys._getframe` hands one out) and
     rewrote the closure cell holding the sealed server's tail from `main`'s frame."""
 
-    __slots__ = ("_box", "_done", "_go")
+    __slots__ = ("_box", "_done", "_go", "_ident")
 
     def __init__(self) -> None:
         self._go, self._done = _thread.allocate_lock(), _thread.allocate_lock()
@@ -397,21 +401,32 @@ class SubjectThread:
         self._go.acquire()
         self._done.acquire()
         args = (self._go, self._done, self._box, _eval_frame_setter())
-        threading.Thread(target=_serve, args=args, name="kernelbot-subject", daemon=True).start()
+        thread = threading.Thread(target=_serve, args=args, name="kernelbot-subject", daemon=True)
+        thread.start()
+        self._ident: int = thread.ident or 0
 
     def __call__(self, fn: Callable[..., _T], *args: Any) -> _T:
         self._box.append((fn, args))
         self._go.release()
         self._done.acquire()
-        (ok, value), hooked = self._box.pop()
-        if self._box:
+        # The lock and the list are locals of _serve, which a frame of the subject's reaches: an answer put
+        # there and the lock released from inside a job would let main go on while the job still runs (past
+        # the judge's clock, beside the sealed copy). Taken only with the thread back in _serve's own code.
+        top = sys._current_frames().get(self._ident)
+        if top is None or top.f_code is not _serve.__code__ or len(self._box) != 1:
             raise Failure(
-                "rejected", "anti-hack check: the subject's thread handed back more than one answer"
+                "rejected", "anti-hack check: the subject's thread answered while its call was still running"
             )
+        (ok, value), hooked = self._box.pop()
         _unhooked(True if hooked else None)
         if ok:
             return value
         raise value
+
+
+def _call_on_a_clone(fn: Any, inputs: list[Any], who: str, timer: timing.Timer) -> Any:
+    """A checked call, its inputs cloned on the subject's thread (and dropped there once it returns)."""
+    return call(fn, clone(inputs), who, timer)
 
 
 def _no_grad(fn: Callable[..., _T], *args: Any) -> _T:
