@@ -287,7 +287,7 @@ _keys_text = torch._C.DispatchKeySet.__repr__
 _THREAD_KEYS = (_keys_text(_included()), _keys_text(_excluded()))  # before any subject code runs
 
 
-def _modes() -> list[str]:
+def active_modes() -> list[str]:
     """Modes active on torch's stacks, and the thread's dispatch-key sets changed (the Python dispatcher left
     on runs operators' py_impl kernels): each runs on every torch call after it, the harness's own included."""
     active = []
@@ -409,7 +409,7 @@ class Integrity:
         }
         self._kernels = _aten_overrides()
         self._harness_kernels = _harness_kernels(self._ops)
-        self._modes = _modes()
+        self._modes = active_modes()
         self._flags = precision_flags()
         self._threads = set(_thread_ids())
         self._children = set(child_processes())
@@ -490,7 +490,7 @@ class Integrity:
                 f"replaced the kernel of {', '.join(replaced[:3])} (the harness runs it in this process, "
                 "between the timed calls)"
             )
-        modes = [m for m in _modes() if m not in self._modes]
+        modes = [m for m in active_modes() if m not in self._modes]
         if modes:
             found.append(f"left {', '.join(modes)} active (it would run in the harness's own calls)")
         flags = precision_flags()

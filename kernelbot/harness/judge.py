@@ -512,6 +512,9 @@ class Judge:
             given_seed = seed
             return ms
 
+        # Per batch: a retake's calls a sample (or a graph's replays) change the per-call time honest
+        # samples show, and the first sample of each batch is rechecked anyway (a review's find).
+        self._right_ms = []
         asked_share = cmd.get("recheck_share")
         share = RECHECK_SHARE if asked_share is None else max(0.0, float(asked_share))
         share = share if self.candidate else 0.0

@@ -177,20 +177,24 @@ class Subject:
         # thread too: a weakref callback hung on an input the main thread dropped ran there, took a frame and
         # rewrote the sealed server's tail (attacker round 40).
         drawn = [on(self.op.cases[case].make, seed)]
+        outs: list[Any] = []
         described: list[Any] = []
         specs: list[Any] = []
         end = 0
-        for _ in range(repeat):
-            self._poison(drawn[0])
-            outs = [on(_call_on_a_clone, self.fn, drawn[0], self.who, self.timer)]
-            # Copied before the guard looks (a hook the guard's own calls would set off finds them copied);
-            # an untimed call has nothing to gain from work done later anyway.
-            more, written, end = _sealed(copy, outs, end)
-            described += more
-            specs += written
-            self.guard()
+        try:
+            for _ in range(repeat):
+                self._poison(drawn[0])
+                outs.append(on(_call_on_a_clone, self.fn, drawn[0], self.who, self.timer))
+                # Copied before the guard looks (a hook the guard's own calls would set off finds them
+                # copied); an untimed call has nothing to gain from work done later anyway.
+                more, written, end = _sealed(copy, outs, end)
+                described += more
+                specs += written
+                self.guard()
+                on(outs.clear)
+        finally:  # a copy or a guard that raised too: what it held goes on the subject's thread
             on(outs.clear)
-        on(drawn.clear)
+            on(drawn.clear)
         return described, specs, end
 
     def time_begin(
@@ -364,23 +368,54 @@ def _as_text(exc: BaseException) -> str:
         return "an exception whose text could not be read"
 
 
+def _plain(value: Any) -> str:
+    """A str of str's own type, made here (a subclass's methods are the subject's code)."""
+    return str.__new__(str, value) if isinstance(value, str) else "(not text)"
+
+
+def _remade(exc: BaseException) -> BaseException:
+    """What the main thread is handed for an exception raised in a job: ours, rebuilt from plain text and
+    numbers on the subject's thread. The subject can raise a Failure or a LoadError itself, holding objects
+    of its own (a reason whose __str__ ran on the main thread when the answer was written: a review's find)."""
+    if type(exc) is Failure:
+        extra = {
+            k: float.__new__(float, v)
+            for k, v in dict.items(exc.extra)
+            if type(k) is str and k in _FIGURES and isinstance(v, float | int)
+        }
+        return Failure(_plain(exc.status), _plain(exc.reason), **extra)
+    if type(exc) is LoadError:
+        return LoadError(_plain(exc.who), _plain(BaseException.__str__(exc)))
+    return Crashed(_as_text(exc))
+
+
+_FIGURES = ("max_abs_err", "max_rel_err")  # the numbers a Failure carries into an answer
+
+
 def _serve(go: Any, done: Any, box: list[Any], unhook: Callable[[Any], Any]) -> None:
     """The subject's thread: one job at a time from SubjectThread. What a job leaves (its exception, the frame-
-    evaluation callback torch sets per thread) is dealt with here, so no code of the subject's runs on the
-    main thread for it."""
+    evaluation callback torch sets per thread, torch modes on this thread's stacks, which would run in the
+    harness's own calls here: input draws, clones, calibration) is dealt with here, so no code of the
+    subject's runs on the main thread for it."""
+    modes_at_start = guards.active_modes()
     while True:
         go.acquire()
-        fn, args = box.pop()
+        try:
+            fn, args = box.pop()
+        except BaseException:  # no job (the list emptied by a frame of the subject's): answer, don't die
+            box.append(((False, Crashed("the subject's thread was handed no job")), False, []))
+            done.release()
+            continue
         try:
             result: tuple[bool, Any] = (True, fn(*args))
-        except BaseException as exc:
-            if type(exc) in (Failure, LoadError):  # ours: text made here; what it was raised from stays here
-                exc.__context__ = exc.__cause__ = exc.__traceback__ = None
-                result = (False, exc)
-            else:
-                result = (False, Crashed(_as_text(exc)))
+        except BaseException as exc:  # remade here: the exception itself dies on this thread
+            try:
+                result = (False, _remade(exc))
+            except BaseException:
+                result = (False, Crashed("an exception that could not be read"))
         hooked = unhook(None) is not None
-        box.append((result, hooked))
+        left = [m for m in guards.active_modes() if m not in modes_at_start]
+        box.append((result, hooked, left))
         del fn, args, result  # what the job held goes with its answer, not with the next job
         done.release()
 
@@ -417,8 +452,14 @@ class SubjectThread:
             raise Failure(
                 "rejected", "anti-hack check: the subject's thread answered while its call was still running"
             )
-        (ok, value), hooked = self._box.pop()
+        (ok, value), hooked, left = self._box.pop()
         _unhooked(True if hooked else None)
+        if left:
+            raise Failure(
+                "rejected",
+                f"anti-hack check: the subject left {', '.join(left)} active on its thread (they would run in "
+                "the harness's own calls there)",
+            )
         if ok:
             return value
         raise value
