@@ -87,15 +87,28 @@ class OperatorSpec:
         return self.decl is None or device in self.decl.devices
 
 
-def missing_kernelbench_names(text: str) -> list[str]:
-    """Which of Model, get_inputs and get_init_inputs the module does not define at top level (all of them
-    for a file that does not parse)."""
+def missing_kernelbench_names(source: str | ast.Module) -> list[str]:
+    """Which of Model, get_inputs and get_init_inputs the module (its text, or its parsed tree) does not
+    define at top level (all of them for a file that does not parse)."""
     try:
-        tree = ast.parse(text)
+        tree = source if isinstance(source, ast.Module) else ast.parse(source)
     except SyntaxError:
         return list(KERNELBENCH_NAMES)
     names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     return [name for name in KERNELBENCH_NAMES if name not in names]
+
+
+def parse_source(path: Path, shown: str, wanted: str) -> ast.Module:
+    """A Python file's syntax tree, or a one-line ConfigError naming it (`shown`) and what to pass instead."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{shown}: not UTF-8 text (byte {err.start}); pass {wanted}") from None
+    try:
+        return ast.parse(text, filename=shown)
+    except SyntaxError as err:
+        where = f"{shown}:{err.lineno}" if err.lineno else shown  # null bytes have no line
+        raise ConfigError(f"{where}: {err.msg}; fix the syntax error") from None
 
 
 def candidate_problem(path: Path, name: str = "ModelNew") -> str | None:
@@ -103,11 +116,9 @@ def candidate_problem(path: Path, name: str = "ModelNew") -> str | None:
     bound at top level), as one line naming the file and the fix; None if it may be. Read before any timing,
     so that a missing class is not found only after the operator's baselines (a newcomer waited 17 s)."""
     try:
-        tree = ast.parse(path.read_bytes().decode("utf-8"), filename=str(path))
-    except UnicodeDecodeError as err:
-        return f"{path}: not UTF-8 text (byte {err.start}); pass a .py source file that defines {name}"
-    except SyntaxError as err:
-        return f"{path}:{err.lineno or 0}: {err.msg}; fix the syntax error"
+        tree = parse_source(path, str(path), f"a .py source file that defines {name}")
+    except ConfigError as err:
+        return str(err)
     bound: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -193,18 +204,8 @@ def resolve_operator(target: str, root: Path, config: Config) -> tuple[OperatorS
         )
     if not path.is_file():
         raise ConfigError(f"{target}: is a directory, not a file; pass a KernelBench-form .py file")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError(
-            f"{target}: not UTF-8 text (byte {err.start}); pass a KernelBench-form .py source file"
-        ) from None
-    try:
-        ast.parse(text, filename=target)
-    except SyntaxError as err:
-        where = f"{target}:{err.lineno}" if err.lineno else target  # null bytes have no line
-        raise ConfigError(f"{where}: {err.msg}; fix the syntax error") from None
-    missing = missing_kernelbench_names(text)
+    tree = parse_source(path, target, "a KernelBench-form .py source file")
+    missing = missing_kernelbench_names(tree)
     if missing:
         wanted = {
             "Model": "class Model(nn.Module)",

@@ -76,6 +76,11 @@ def _namespaces() -> dict[str, Any]:
         # seeding: torch.manual_seed looks its device hooks up here at call time (attacker round 39 replaced
         # _seed_custom_device and ran its code in the harness's input draw)
         "torch.random": torch.random,
+        **(
+            {"torch.cuda.random": sys.modules["torch.cuda.random"]}
+            if "torch.cuda.random" in sys.modules
+            else {}
+        ),
         "kernelbot.harness.compare": compare,
         "kernelbot.harness.timing": timing,
         "kernelbot.harness.timing.Timer": timing.Timer,
@@ -109,7 +114,7 @@ def _namespaces() -> dict[str, Any]:
         spaces.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
     # json's own modules: `import json` binds the package alone, but json.dumps and json.loads look their
     # helpers up in json.encoder and json.decoder at call time (round 9 replaced c_make_encoder).
-    for name in ("json.encoder", "json.decoder", "json.scanner", "torch.cuda.random"):
+    for name in ("json.encoder", "json.decoder", "json.scanner"):
         if name in sys.modules:
             spaces.setdefault(name, sys.modules[name])
     # Grad-mode context managers: their __enter__/__exit__ are looked up on the class when a block starts and

@@ -164,7 +164,6 @@ class Judge:
         self.op: Operator | None = None
         self.candidate = False  # set by load()
         self._plain_samples = 0  # the samples timed so far, for the chance of a random recheck (_time)
-        self._right_ms: list[float] = []  # per call, the plain samples whose rechecks passed (FAST_SAMPLE)
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
         self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
@@ -512,9 +511,9 @@ class Judge:
             given_seed = seed
             return ms
 
-        # Per batch: a retake's calls a sample (or a graph's replays) change the per-call time honest
-        # samples show, and the first sample of each batch is rechecked anyway (a review's find).
-        self._right_ms = []
+        # Per call, this batch's plain samples whose rechecks passed (FAST_SAMPLE). Per batch: a retake's calls
+        # a sample (or a graph's replays) change the per-call time honest samples show.
+        right_ms: list[float] = []
         asked_share = cmd.get("recheck_share")
         share = RECHECK_SHARE if asked_share is None else max(0.0, float(asked_share))
         share = share if self.candidate else 0.0
@@ -555,7 +554,7 @@ class Judge:
                 self._plain_samples += plain
                 chance = max(share / max(1, self._plain_samples), RECHECK_FLOOR)
                 # descheduled or not: that is the subject's word (attacker round 38 said it of its skipped samples)
-                fast = not self._right_ms or per_call < FAST_SAMPLE * _median(self._right_ms[-64:])
+                fast = not right_ms or per_call < FAST_SAMPLE * _median(right_ms[-64:])
                 if fast or secrets.randbelow(1 << 20) < chance * (1 << 20):
                     # after the sample's window: the subject learns that this sample is rechecked only now
                     if given_seed != seed:
@@ -563,7 +562,7 @@ class Judge:
                     with self.spend("time: recheck"):
                         self._recheck(given)
                     if plain:
-                        self._right_ms.append(per_call)
+                        right_ms.append(per_call)
                     if self.device == "cuda":
                         torch.cuda.empty_cache()  # the reference's blocks, before the subject's next sample
             return timing.Sample(

@@ -453,7 +453,7 @@ class SubjectThread:
                 "rejected", "anti-hack check: the subject's thread answered while its call was still running"
             )
         (ok, value), hooked, left = self._box.pop()
-        _unhooked(True if hooked else None)
+        _unhooked(hooked or None)
         if left:
             raise Failure(
                 "rejected",
@@ -633,14 +633,8 @@ def main() -> None:
             answer = {**exc.extra, "ok": False, "status": exc.status, "reason": exc.reason}
         except Crashed as exc:  # the subject's own exception, made text on its thread
             answer = {"ok": False, "status": "crashed", "reason": str(exc.args[0])}
-        except SystemExit as exc:
-            answer = {
-                "ok": False,
-                "status": "crashed",
-                "reason": f"candidate code called sys.exit({exc.code})",
-            }
         except BaseException as exc:  # anything else is still the subject's failure, never ours to die of
-            answer = {"ok": False, "status": "crashed", "reason": f"{type(exc).__name__}: {exc}"}
+            answer = {"ok": False, "status": "crashed", "reason": _as_text(exc)}
         refused = audit.refusal()
         if refused is not None:  # even if the code caught the PermissionError and carried on
             answer = {
