@@ -46,7 +46,8 @@ def test_a_side_stream_is_never_timed_as_fast() -> None:
     eager = evaluate(_job(), "eager", SETTINGS)
     assert eager.timing is not None, eager.reason
     assert ev.timing.median_ms > eager.timing.median_ms / 1.05, (ev.timing, eager.timing)
-    assert ev.timing.wall_bound > 0  # it was the wall time that caught it
+    # Caught by the judge's wall time (wall_bound > 0) or by the subject's own timer, whose sample ends with a
+    # device-wide sync: on an H100 at the subject's own thread (2026-12-07) no sample was wall-bound, 0.100 ms.
 
 
 @pytest.fixture

@@ -310,7 +310,10 @@ def test_the_tail_serves_the_window_between_samples_and_hands_back_the_next_go(r
         os.write(from_judge_w, b"".join(_frame(c) for c in commands))
         _, tail, _ = sealed.build(region, to_judge_w, from_judge_r)
         rest = tail(
-            link.frame({"ok": True, "ms_total": 1.5, "n": 4}), outputs, ran.append, lambda: ran.append("arm")
+            link.frame({"ok": True, "ms_total": 1.5, "n": 4}),
+            outputs,
+            lambda seed, fresh: ran.append(seed),
+            lambda: ran.append("arm"),
         )
         assert rest == {"cmd": "go", "n": 9}
         assert ran == [3, "arm"]
@@ -323,9 +326,7 @@ def test_the_tail_serves_the_window_between_samples_and_hands_back_the_next_go(r
             assert _answer(to_judge_r) == {"ok": True, "n": n}
         os.close(from_judge_w)
         from_judge_w = -1
-        assert (
-            tail(link.frame({"ok": True, "n": 10}), outputs, ran.append, ran.clear) is None
-        )  # the judge is gone
+        assert tail(link.frame({"ok": True, "n": 10}), outputs, print, ran.clear) is None  # the judge is gone
     finally:
         for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
             if fd >= 0:
@@ -340,44 +341,74 @@ class Refused(Exception):
 
 def test_the_refresh_runs_only_from_a_state_the_check_passed(region: int) -> None:
     """A kernel registered over one the refresh runs (attacker round 21's aten::where), and a mode left on:
-    the check refuses, and the refresh is not run, with the check asked for or not. The refresh's own failure
-    is answered with its status and reason."""
-    to_judge_r, to_judge_w = os.pipe()
-    from_judge_r, from_judge_w = os.pipe()
+    the check refuses, and the refresh is not run, with the check asked for or not; nor is a command handed
+    back to the worker's own code from such a state (it looks names up: attacker round 43), it is answered
+    with the refusal. The refresh's own failure is answered with its status and reason."""
     ran: list[int] = []
 
-    def prep(seed: int) -> None:
+    def prep(seed: int, fresh: bool) -> None:
         ran.append(seed)
         if seed == 99:
             raise Refused("operator_error", "get_inputs() gave input 0 another shape")
 
+    def opened(**build: Any) -> tuple[Any, list[int]]:
+        """A tail built now (before what the test then changes), and its pipes: to the judge, from it."""
+        to_judge_r, to_judge_w = os.pipe()
+        from_judge_r, from_judge_w = os.pipe()
+        _, tail, _ = sealed.build(region, to_judge_w, from_judge_r, **build)
+        return tail, [to_judge_r, to_judge_w, from_judge_r, from_judge_w]
+
+    def served(
+        built: tuple[Any, list[int]], commands: list[dict[str, Any]], first: Any
+    ) -> tuple[Any, list[dict[str, Any]]]:
+        """The tail over these commands, the judge's side closed after them: what it handed back, and its
+        answers."""
+        tail, (to_judge_r, to_judge_w, from_judge_r, from_judge_w) = built
+        try:
+            os.write(from_judge_w, b"".join(_frame(c) for c in commands))
+            os.close(from_judge_w)
+            rest = tail(None, [], prep, ran.clear, first)
+            os.close(to_judge_w)
+            answers = []
+            while True:
+                try:
+                    answers.append(_answer(to_judge_r))
+                except ValueError:  # the end: no answer's length, json of nothing
+                    return rest, answers
+        finally:
+            for fd in (to_judge_r, from_judge_r):
+                os.close(fd)
+
     library = torch.library.Library("aten", "IMPL")
     try:
-        _, tail, _ = sealed.build(
-            region, to_judge_w, from_judge_r, watched=("aten::where.self",), failure=Refused
-        )
+        watched = {"watched": ("aten::where.self",), "failure": Refused}
+        built = [opened(**watched) for _ in range(3)]
         library.impl("where.self", lambda c, a, b: a, "CPU")
-        os.write(from_judge_w, _frame({"cmd": "prep", "seed": 1, "n": 2}) + _frame({"cmd": "go", "n": 3}))
-        assert tail(None, [], prep, ran.clear, {"cmd": "check", "n": 1}) == {"cmd": "go", "n": 3}
-        check, refresh = _answer(to_judge_r), _answer(to_judge_r)
-        for answer, n in ((check, 1), (refresh, 2)):  # refused at the check, and again at the prep's own
-            assert answer["ok"] is False and answer["status"] == "rejected" and answer["n"] == n
-            assert "kernel of an operator the harness runs" in answer["reason"]
+        rest, answers = served(
+            built[0], [{"cmd": "prep", "seed": 1, "n": 2}, {"cmd": "go", "n": 3}], {"cmd": "check", "n": 1}
+        )
+        assert rest is None, answers  # the go is not handed back: answered, and the judge then gone
+        assert [a["n"] for a in answers] == [1, 2, 3]
+        for answer in answers:  # refused at the check, at the prep's own, and before the go went back
+            assert answer["ok"] is False and answer["status"] == "rejected"
+            assert "replaced the kernel of aten::where.self" in answer["reason"]
         library._destroy()
         library = torch.library.Library("aten", "FRAGMENT")  # destroyed again below: one with nothing in it
-        os.write(from_judge_w, _frame({"cmd": "prep", "seed": 4, "n": 5}) + _frame({"cmd": "go", "n": 6}))
         with Passing():
-            assert tail(None, [], prep, ran.clear, None) == {"cmd": "go", "n": 6}
-        refused = _answer(to_judge_r)
-        assert refused["ok"] is False and "mode" in refused["reason"] and refused["n"] == 5
+            rest, answers = served(
+                built[1], [{"cmd": "prep", "seed": 4, "n": 5}, {"cmd": "go", "n": 6}], None
+            )
+        assert rest is None and [a["n"] for a in answers] == [5, 6]
+        assert all(a["ok"] is False and "mode" in a["reason"] for a in answers)
         assert ran == []
-        os.write(from_judge_w, _frame({"cmd": "check", "n": 7}) + _frame({"cmd": "prep", "seed": 99, "n": 8}))
-        os.close(from_judge_w)
-        from_judge_w = -1
-        assert tail(None, [], prep, ran.clear, None) is None  # served both, then found the judge gone
-        assert _answer(to_judge_r) == {"ok": True, "n": 7}
-        failed = _answer(to_judge_r)
-        assert (failed["status"], failed["reason"], failed["n"]) == (
+        rest, answers = served(
+            built[2],
+            [{"cmd": "check", "n": 7}, {"cmd": "prep", "seed": 99, "n": 8}, {"cmd": "go", "n": 9}],
+            None,
+        )
+        assert rest == {"cmd": "go", "n": 9}  # a check passed in this call: handed back
+        assert answers[0] == {"ok": True, "n": 7}
+        assert (answers[1]["status"], answers[1]["reason"], answers[1]["n"]) == (
             "operator_error",
             "get_inputs() gave input 0 another shape",
             8,
@@ -385,9 +416,6 @@ def test_the_refresh_runs_only_from_a_state_the_check_passed(region: int) -> Non
         assert ran == [99]
     finally:
         library._destroy()
-        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
-            if fd >= 0:
-                os.close(fd)
 
 
 def test_a_copy_that_is_refused_is_the_subjects_answer(region: int) -> None:
@@ -397,18 +425,22 @@ def test_a_copy_that_is_refused_is_the_subjects_answer(region: int) -> None:
     from_judge_r, from_judge_w = os.pipe()
     try:
         os.write(from_judge_w, _frame({"cmd": "outputs", "n": 9}) + _frame({"cmd": "quit", "n": 10}))
+        os.close(from_judge_w)
+        from_judge_w = -1
         _, tail, _ = sealed.build(region, to_judge_w, from_judge_r, torch_path=True)
         answer, outputs = link.frame({"ok": True, "n": 8}), [torch.randn(16)]
         with Passing():
             rest = tail(answer, outputs, print, print)
-        assert rest == {"cmd": "quit", "n": 10}
+        assert rest is None  # the quit too was answered with the refusal (the mode is still on), then EOF
         assert _answer(to_judge_r) == {"ok": True, "n": 8, "tensors": []}
-        refused = _answer(to_judge_r)
-        assert refused["ok"] is False and refused["status"] == "rejected" and "mode" in refused["reason"]
-        assert refused["n"] == 9
+        for n in (9, 10):
+            refused = _answer(to_judge_r)
+            assert refused["ok"] is False and refused["status"] == "rejected" and "mode" in refused["reason"]
+            assert refused["n"] == n
     finally:
         for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
 
 
 @pytest.mark.gpu
@@ -470,6 +502,36 @@ def test_a_watched_value_given_another_class_in_place_is_refused(region: int) ->
         with pytest.raises(PermissionError, match=said):
             verify()
         assert said in integrity.violations()
+    finally:
+        for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
+            os.close(fd)
+
+
+def test_a_watched_functions_code_replaced_in_place_is_refused(region: int) -> None:
+    """A function keeps its identity when its code is replaced (`f.__code__ = ...`, through a trampoline of
+    torch's for one of the standard library's, which the audit hook judges by the innermost caller: a review's
+    find after attacker round 41): the sealed check holds each watched function's code too."""
+    from kernelbot.harness.guards import Integrity
+
+    def helper() -> int:
+        return 1
+
+    def other() -> int:
+        return 2
+
+    space = types.ModuleType("kernelbot_probe_code")
+    space.helper = helper  # type: ignore[attr-defined]
+    integrity = Integrity(extra={"kernelbot_probe_code": space})
+    to_judge_r, to_judge_w = os.pipe()
+    from_judge_r, from_judge_w = os.pipe()
+    try:
+        _, _, verify = sealed.build(
+            region, to_judge_w, from_judge_r, spaces=integrity.sealed(), failure=Refused
+        )
+        verify()  # as at build
+        helper.__code__ = other.__code__
+        with pytest.raises(PermissionError, match=r"kernelbot_probe_code\.helper's code was replaced"):
+            verify()
     finally:
         for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
             os.close(fd)

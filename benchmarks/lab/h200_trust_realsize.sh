@@ -19,8 +19,11 @@ start=$(date +%s)
 stop_at=$((start + ${STOP_S:-540}))
 keep=/tmp/kernelbot-results
 mkdir -p "$keep/$stage"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=.:/tmp/site PYTHONUNBUFFERED=1 PATH="$PWD/.dev/bin:$PATH" KERNELBOT_CACHE_DIR=/root/kernelbot-cache
+# A folder named "-packages", as the audit hook counts installed packages (audit._trusted_dirs): under /tmp/site
+# the carried more_itertools was untrusted code, and setuptools (inductor's CPU build imports it) picks that copy
+# over its vendored one, so an honest CPU torch.compile under the hook failed on the H100 image (2026-12-07).
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/kb-site-packages .whl/*.whl || exit 1
+export PYTHONPATH=.:/tmp/kb-site-packages PYTHONUNBUFFERED=1 PATH="$PWD/.dev/bin:$PATH" KERNELBOT_CACHE_DIR=/root/kernelbot-cache
 left() { echo $((stop_at - $(date +%s))); }
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
@@ -50,8 +53,11 @@ elif [ "$stage" = suite ]; then
     mkdir -p "$OUT/suite" && cp "$SUITE_DIR"/history.db "$SUITE_DIR"/table.md "$OUT/suite/"
     tar -czf "$OUT/suite-dir.tar.gz" -C "$SUITE_DIR" .  # the logs and candidates too (a device call returns few files)
 elif [ "$stage" = adversarial ]; then
+    # ADVERSARIAL_LIST=FILE: the node ids in FILE, one a line (some hold spaces); else ADVERSARIAL_TESTS
+    if [ -n "${ADVERSARIAL_LIST:-}" ]; then mapfile -t tests <"$ADVERSARIAL_LIST"
+    else read -ra tests <<<"${ADVERSARIAL_TESTS:-tests/test_adversarial.py tests/test_trust.py}"; fi
     KERNELBOT_ADVERSARIAL_DEVICE=cuda timeout -k 5 "$(( $(left) - 10 ))" python3 -m pytest -o addopts= \
-        -m "not slow" -q -rA -p no:cacheprovider ${ADVERSARIAL_TESTS:-tests/test_adversarial.py tests/test_trust.py} \
+        -m "not slow" -q -rA -p no:cacheprovider "${tests[@]}" \
         >"$keep/$stage/pytest_adversarial_cuda.log" 2>&1
 elif [ "$stage" = realsize ]; then
     # The ten of the tenth session again first (each showed a harness limit fixed since), then the rest.

@@ -137,6 +137,8 @@ def build(
     class_dict = type.__dict__["__dict__"].__get__  # a class's own namespace, whatever its metaclass says
     module_dict: Any = vars(types.ModuleType)["__dict__"].__get__
     code_of = types.FunctionType.__dict__["__code__"].__get__
+    defaults_of = types.FunctionType.__dict__["__defaults__"].__get__
+    kwdefaults_of = types.FunctionType.__dict__["__kwdefaults__"].__get__
     name_of = type.__dict__["__name__"].__get__
     modules = sys.modules
     append = refusals.append
@@ -272,6 +274,7 @@ def build(
         if pyc and not starts(resolve(arg), stdlib + trusted_dirs):
             return None, f"open({arg[:80]!r}) would load code under a false name"
         watched = event in refused or starts(event, refused_prefixes)
+        strict = event in strict_events
         if not watched and event in path_events:
             if type_(arg) is str_t:
                 # Relative paths and '//proc' count as what they name (a dir_fd-relative open stays the jail's).
@@ -288,12 +291,36 @@ def build(
                 watched = not (own(type_(arg)) and issubclass_(type_(new), type_) and own(new))
             else:  # a class's attribute (where Python audits it), a function's code or defaults
                 watched = (type_(arg) is function_t or issubclass_(type_(arg), type_)) and not own(arg)
+                # A function's code or defaults, by every frame (a trampoline of torch's calling setattr for
+                # the candidate rewrote a harness function's code so). Honest code sets the defaults of a
+                # function it has just made with none (namedtuple's __new__, dynamo's rebuilt frames): that
+                # first setting stays judged by the innermost caller; torch changes the code of functions
+                # made from the candidate's own (own: they pass).
+                if watched and type_(arg) is not function_t:
+                    # A class of kernelbot's (the worker's handoff, the Subject, the Integrity): nothing of
+                    # torch's changes them, and the worker's main thread calls their methods between checks.
+                    # (`__main__` is the harness too: the worker and the judge run as `python -m`, attacker
+                    # round 44 set a descriptor on __main__.Subject through a trampoline.)
+                    module = class_dict(arg).get("__module__")
+                    ours = type_(module) is str_t and (starts(module, "kernelbot") or module == "__main__")
+                    strict = strict or ours
+                elif watched:
+                    # Of a function of kernelbot's or an installed package's (the worker's main thread runs
+                    # them); the standard library's own decorators change functions they were just handed
+                    # (types.coroutine sets __code__ as asyncio is imported), so its functions stay judged by
+                    # the innermost caller, and the sealed check holds the code of every function it watches.
+                    name = args[1] if len_(args) > 1 else None
+                    first = (name == "__defaults__" and defaults_of(arg) is None) or (
+                        name == "__kwdefaults__" and kwdefaults_of(arg) is None
+                    )
+                    ours = kind(code_of(arg).co_filename) == "trusted"
+                    strict = strict or (ours and not first)
         if not watched:
             return None
         # Another audit hook runs on every event after (the sealed copy's among them), and with no untrusted
         # frame below at all when a trusted callable calls it later for the subject (weakref.finalize): refused
         # whoever asks. The harness installs its one hook before any untrusted code, when none is there to ask.
-        who = "the subject" if event == "sys.addaudithook" else caller_untrusted(event in strict_events)
+        who = "the subject" if event == "sys.addaudithook" else caller_untrusted(strict)
         if who is None:
             return None
         what = f"{event}({short(args)})"
@@ -344,6 +371,13 @@ def install(untrusted: list[str]) -> None:
         _box[0] = tuple(dict.fromkeys(_box[0] + places(untrusted)))
 
 
+REFUSALS = _refusals  # the list itself, for the sealed server to bind (sealed.build's `refusals`)
+
+
 def refusal() -> str | None:
-    """The first thing this process's hook refused, if any (caught or not by the code that tried it)."""
-    return _refusals[0] if _refusals else None
+    """The first thing this process's hook refused, if any (caught or not by the code that tried it). The list
+    is reachable: only a str the hook wrote is read out as it is."""
+    if not _refusals:
+        return None
+    first = _refusals[0]
+    return first if type(first) is str else "an object put in the audit hook's list of refusals"

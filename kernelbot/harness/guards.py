@@ -310,23 +310,25 @@ def active_modes() -> list[str]:
 # The precision flags as torch._C holds them, read through getters bound here: torch.backends' flags are
 # properties of Python classes (cuBLASModule.__getattr__, ContextProp.__get__) that a subject could patch to
 # report what the guard last saw (found by profiling the guard's own calls, tests/test_call_paths.py).
-_FLAG_GETTERS = {
-    name: getattr(torch._C, getter)
-    for name, getter in (
-        ("matmul.allow_tf32", "_get_cublas_allow_tf32"),
-        ("cudnn.allow_tf32", "_get_cudnn_allow_tf32"),
-        ("float32_matmul_precision", "_get_float32_matmul_precision"),
-        (
-            "matmul.allow_fp16_reduced_precision_reduction",
-            "_get_cublas_allow_fp16_reduced_precision_reduction",
-        ),
-        (
-            "matmul.allow_bf16_reduced_precision_reduction",
-            "_get_cublas_allow_bf16_reduced_precision_reduction",
-        ),
-    )
-    if hasattr(torch._C, getter)
-}
+_FLAG_GETTERS = types.MappingProxyType(
+    {  # read-only: the guard on the main thread calls each value
+        name: getattr(torch._C, getter)
+        for name, getter in (
+            ("matmul.allow_tf32", "_get_cublas_allow_tf32"),
+            ("cudnn.allow_tf32", "_get_cudnn_allow_tf32"),
+            ("float32_matmul_precision", "_get_float32_matmul_precision"),
+            (
+                "matmul.allow_fp16_reduced_precision_reduction",
+                "_get_cublas_allow_fp16_reduced_precision_reduction",
+            ),
+            (
+                "matmul.allow_bf16_reduced_precision_reduction",
+                "_get_cublas_allow_bf16_reduced_precision_reduction",
+            ),
+        )
+        if hasattr(torch._C, getter)
+    }
+)
 
 
 def precision_flags() -> dict[str, Any]:
@@ -384,7 +386,19 @@ def child_processes() -> list[int]:
 
 
 class Integrity:
-    """A snapshot taken before candidate code is imported, verified after every command."""
+    """A snapshot taken before candidate code is imported, verified after every command.
+
+    The worker's main thread runs violations() on it, and a frame of the candidate's reaches it (the Subject
+    holds it): no instance dictionary, every container read-only (a mapping proxy of a dict nothing else
+    holds, a tuple, a frozenset), and the sealed check holds each slot to its value at build (FIXED) or its
+    type. A getter of the candidate's put in `_getters` would otherwise run on the main thread."""
+
+    __slots__ = (
+        "_alone", "_children", "_classes", "_count_native", "_counting", "_flags", "_getters",
+        "_harness_kernels", "_identity", "_kernels", "_kinds", "_modes", "_native", "_ops", "_spaces",
+        "_tasks_from", "_threads",
+    )  # fmt: skip
+    FIXED = tuple(name for name in __slots__ if name not in ("_counting", "_tasks_from"))
 
     def __init__(
         self,
@@ -398,26 +412,31 @@ class Integrity:
         in the sandbox: one thread for torch's CPU work, no compile workers).
         `ops`: more ATen operators the harness runs in this process (the input factory's), watched as
         HARNESS_OPS are."""
+        frozen = types.MappingProxyType
         self._ops = tuple(sorted(set(HARNESS_OPS) | (ops or set())))
         self._count_native = count_native_threads
-        self._native = native_threads()
-        self._getters = _watched()
-        self._identity = {name: get() for name, get in self._getters.items()}
-        self._spaces = {
-            name: (obj, dict(vars(obj))) for name, obj in {**_namespaces(), **(extra or {})}.items()
-        }
-        self._classes = {name: type(obj) for name, (obj, _) in self._spaces.items()}
+        native = native_threads()
+        self._native = frozenset(native) if native is not None else None
+        self._getters = frozen(_watched())
+        self._identity = frozen({name: get() for name, get in self._getters.items()})
+        self._spaces = frozen(
+            {name: (obj, frozen(dict(vars(obj)))) for name, obj in {**_namespaces(), **(extra or {})}.items()}
+        )
+        self._classes = frozen({name: type(obj) for name, (obj, _) in self._spaces.items()})
         # Each value's class: an object changed in place keeps its identity (attacker round 28 gave the
         # refresh's tensor constant inputs._HALF a subclass by torch.utils.swap_tensors).
-        self._kinds = {
-            name: {a: type(v) for a, v in before.items()} for name, (_, before) in self._spaces.items()
-        }
-        self._kernels = _aten_overrides()
-        self._harness_kernels = _harness_kernels(self._ops)
-        self._modes = active_modes()
-        self._flags = precision_flags()
-        self._threads = set(_thread_ids())
-        self._children = set(child_processes())
+        self._kinds = frozen(
+            {
+                name: frozen({a: type(v) for a, v in before.items()})
+                for name, (_, before) in self._spaces.items()
+            }
+        )
+        self._kernels = frozenset(_aten_overrides())
+        self._harness_kernels = frozen(_harness_kernels(self._ops))
+        self._modes = tuple(active_modes())
+        self._flags = frozen(precision_flags())
+        self._threads = frozenset(_thread_ids())
+        self._children = frozenset(child_processes())
         # Taken before candidate code runs: a candidate that later puts a process beside this one (a
         # double fork, whose orphan no child list shows) must not turn the count below off.
         self._alone = count_native_threads and alone_in_pid_namespace()

@@ -529,7 +529,8 @@ class Judge:
             with self.spend("time: check"):  # not charged: the subject's state held to its load's (sealed.py)
                 self.ask({"cmd": "check"})
             with self.spend("time: prep"):
-                prep_ms, _ = self._timed({"cmd": "prep", "seed": seed})
+                # `fresh` with every prep: the subject's own flag is a slot its code can set (round 45)
+                prep_ms, _ = self._timed({"cmd": "prep", "seed": seed, "fresh": self.fresh})
             if before is not None:
                 excess = charge(prep_ms, self.ping_floor_ms + before, prep_tolerance)
             else:  # FLOOR_SAMPLES floors exist by now

@@ -34,7 +34,7 @@ import torch
 
 from kernelbot.harness.protocol import ChannelError, read_exact, write_frame
 
-_LEN = struct.Struct(">Q")
+LENGTH = struct.Struct(">Q")
 MAX_HEADER = 1 << 20
 # Pages the region may hold beyond the largest answer so far: more means the subject allocated memory
 # through it (fallocate), which no process's RLIMIT_AS counts.
@@ -145,7 +145,7 @@ def frame(header: dict[str, Any], specs: list[dict[str, Any]] | None = None) -> 
     """One message as it crosses the pipe: the header, with the dtype and shape of each tensor already
     written into the shared region (sealed.build's copy; the header tells the other side they are there)."""
     body = _dump({**header, "tensors": specs or []})
-    return _LEN.pack(len(body)) + body
+    return LENGTH.pack(len(body)) + body
 
 
 def send(fd: int, header: dict[str, Any], specs: list[dict[str, Any]] | None = None) -> None:
@@ -193,7 +193,7 @@ def receive(
     fd: int, region: int, deadline: float, max_bytes: int, device: str = "cpu"
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
     """One message, its tensors copied out of the shared region onto `device` (the receiver's own copies)."""
-    (size,) = _LEN.unpack(_read(fd, _LEN.size, deadline))
+    (size,) = LENGTH.unpack(_read(fd, LENGTH.size, deadline))
     if size > MAX_HEADER:
         raise LinkError(f"a header of {size} bytes")
     try:

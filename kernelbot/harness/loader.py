@@ -6,10 +6,10 @@ import importlib
 import importlib.util
 import inspect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import torch
@@ -151,10 +151,12 @@ class Operator:
             )
         self.init_inputs = list(module.get_init_inputs())
         self.reference = self._build_model(module.Model, "operator")
-        get_inputs = module.get_inputs
+        get_inputs, device = module.get_inputs, self.device
 
+        # Reads nothing of `self` at call time: the sealed server's refresh runs it on the worker's main
+        # thread (inputs drawn afresh), and this object's attributes are the subject's to write (round 41).
         def make(seed: int) -> list[Any]:
-            return make_inputs(get_inputs, seed, self.device)
+            return make_inputs(get_inputs, seed, device)
 
         self.cases = [Case("default", make)]
         self.operator = self.reference
@@ -188,6 +190,7 @@ class Operator:
         )
         accepted = set(inspect.signature(factory).parameters)
         shapes = job.get("shapes") or [None]
+        device = self.device  # as in _load_kernelbench: `make` reads nothing of self at call time
         self.cases = []
         for shape in shapes:
             for dtype_name in job.get("dtypes") or ["float32"]:
@@ -197,10 +200,11 @@ class Operator:
                 if "dtype" in accepted:
                     kwargs["dtype"] = DTYPES[dtype_name]
                 if "device" in accepted:
-                    kwargs["device"] = self.device
+                    kwargs["device"] = device
+                frozen = MappingProxyType(kwargs)  # the dict itself out of reach
 
-                def make(seed: int, kwargs: dict[str, Any] = kwargs) -> list[Any]:
-                    return make_inputs(lambda: factory(**kwargs), seed, self.device)
+                def make(seed: int, kwargs: Mapping[str, Any] = frozen) -> list[Any]:
+                    return make_inputs(lambda: factory(**kwargs), seed, device)
 
                 label = f"shape={list(shape) if shape else 'default'} dtype={dtype_name}"
                 self.cases.append(Case(label, make))

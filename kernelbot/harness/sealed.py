@@ -91,7 +91,7 @@ def build(
     spaces: tuple[tuple[str, Any, type, Any, tuple[tuple[str, Any, type], ...]], ...] = (),
     rewrap_code: Any = None,
     failure: type[Exception] | None = None,
-    refusal: Callable[[], str | None] | None = None,
+    refusals: list[Any] | None = None,
     pinned: tuple[tuple[str, Any, Any, Any, tuple[type, ...], str], ...] = (),
 ) -> tuple[Copy, Tail, Verify]:
     """`copy(values, start)`: each call's output described, exact tensors written into the region from offset
@@ -99,7 +99,7 @@ def build(
     `tail(answer, outputs, prep, arm, command)`: send a timed sample's answer (a whole frame; None: none),
     then serve the judge until the next sample's `go` (or any other command, which is returned; None: the
     judge is gone), starting with `command` if one is given: `outputs` (the copy of `outputs`), `check`
-    (the modes and `verify()`), `prep` (`prep(seed)`, the subject's input refresh, run only right after a
+    (the modes and `verify()`), `prep` (`prep(seed, fresh)`, the subject's input refresh, run only right after a
     check passed in here) and `arm` (`arm()`). So from the answer of one timed sample to the next sample's
     `go`, the subject process runs only this and the refresh, and the refresh starts from a state checked
     with nothing of the subject's run since: attacker rounds 21 to 25 each ran work in the refresh through
@@ -117,15 +117,18 @@ def build(
     copy holds them to it too: a replacement the refresh calls (builtins.zip, attacker round 23) must then be
     gone whenever a copy may come, and so must a value given another class in place (swap_tensors, round 28). `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
     torch._dynamo puts around torch.manual_seed (not a replacement).
-    `pinned`: slots of the harness's own objects in this process (worker.pins: the Subject's and the
-    Timer's), as (label, the slot's member descriptor, the object, its value at build or UNPINNED, the exact
-    types it may hold, what is checked inside: "rows" plain lists, "tensors" exact tensors, or ""): a candidate
+    `pinned`: slots of the harness's own objects in this process (worker.pins: the Subject's, the Timer's,
+    the Integrity's), as (label, the slot's member descriptor, the object, its value at build or UNPINNED, the
+    exact types it may hold, what is checked inside: "rows" plain lists, "tensors" exact tensors, "function"
+    its code, defaults and closure cells as at build, or ""): a candidate
     that reaches one (a frame a trusted helper handed back, attacker round 30) may not put its own object where
     the refresh and the timer look (a value given at build must stay that object, the others keep their types).
     `verify()`: those checks alone, raising PermissionError (the guard command runs it first: round 23 also
     put its replacement back from inside the guard's own reads). `failure`: the class whose `status` and
-    `reason` a failed prep answers with (inputs.Failure); `refusal()`: what the audit hook refused, if
-    anything, read after each step the server runs (a refusal the step caught is still the subject's)."""
+    `reason` a failed prep answers with (inputs.Failure); `refusals`: the audit hook's own list of what it
+    refused (audit.REFUSALS), read after each step the server runs (a refusal the step caught is still the
+    subject's): the list itself, bound here, not a function of the module's (its names are the subject's to
+    rebind, and the tail reads it right after a timed sample's job, before any check)."""
     encoder = getattr(json.encoder, "c_make_encoder", None)
     scanner = getattr(json.scanner, "c_make_scanner", None)
     if encoder is None or scanner is None:
@@ -138,7 +141,7 @@ def build(
     length = struct.Struct(">Q")
     pack, unpack, header_size = length.pack, length.unpack, length.size
     write, read, getpid = os.write, os.read, os.getpid
-    type_, list_t, tuple_t, dict_t, int_t, str_t = type, list, tuple, dict, int, str
+    type_, list_t, tuple_t, dict_t, int_t, str_t, float_t = type, list, tuple, dict, int, str, float
     len_, range_, min_, zip_, slice_, issubclass_, memoryview_, bytearray_, bytes_, any_ = (
         len, range, min, zip, slice, issubclass, memoryview, bytearray, bytes, any
     )  # fmt: skip
@@ -226,7 +229,9 @@ def build(
             obj,
             cls,
             live,
-            items,
+            # each function's code too (a trampoline may still set the code of one of the standard library's:
+            # audit.py), read now, held at every check
+            tuple_t((n, v, k, code_of(v) if k is function_t else missing) for n, v, k in items),
             set_t(live),
             issubclass_(cls, type_),
             label == "kernelbot" or label.startswith("kernelbot."),
@@ -236,7 +241,21 @@ def build(
     )
     builtin_names, plain_values = SHADOWING_NAMES, PLAIN_VALUES
     member_get, unpinned = types.MemberDescriptorType.__get__, UNPINNED  # a slot, by its descriptor
-    pinned = tuple(pinned)
+    defaults_of, kwdefaults_of = (function_t.__dict__[n].__get__ for n in ("__defaults__", "__kwdefaults__"))
+
+    def insides(fn: Any) -> tuple[Any, ...]:
+        """A function's code, defaults and closure cells' contents, as objects compared by identity."""
+        cells = []
+        for cell in tuple_iter(closure_of(fn) or ()):
+            try:
+                cells.append(cell_contents(cell))
+            except failures:  # an empty cell
+                cells.append(missing)
+        return (code_of(fn), defaults_of(fn), kwdefaults_of(fn), *cells)
+
+    # A pinned function (the Subject's factory, which a refresh drawing inputs afresh calls on this thread)
+    # is held whole: its closure's cells can be rewritten by anyone holding it, with no audit event.
+    held_pins = tuple((*entry, insides(entry[3]) if entry[5] == "function" else ()) for entry in pinned)
 
     def rewrapped(new: Any, old: Any) -> bool:
         """torch's own wrapper around the value at build (guards._rewrapped_by_torch), by its code and cells."""
@@ -346,15 +365,17 @@ def build(
                     raise refused(
                         label + "." + key + " was added (it shadows a builtin for the module's code)"
                     )
-            for name, value, kind in tuple_iter(items):
+            for name, value, kind, code in tuple_iter(items):
                 now = proxy_get(live, name, missing) if proxy else dict_get(live, name, missing)
                 if now is not value and not rewrapped(now, value):
                     raise refused(label + "." + name + " was replaced")
                 if now is value and type_(now) is not kind:  # changed in place (swap_tensors, round 28)
                     raise refused(label + "." + name + " was given another class in place")
+                if code is not missing and now is value and code_of(now) is not code:
+                    raise refused(label + "." + name + "'s code was replaced")
 
     def slots() -> None:
-        for label, member, obj, value, kinds, inside in tuple_iter(pinned):
+        for label, member, obj, value, kinds, inside, held in tuple_iter(held_pins):
             try:
                 now = member_get(member, obj)
             except failures:
@@ -374,8 +395,12 @@ def build(
                 for item in list_iter(now):
                     if type_(item) is not tensor_t:
                         raise refused(label + " was given an object that is not a plain tensor")
+            elif inside == "function":
+                found = insides(now)
+                if len_(found) != len_(held) or any_(a is not b for a, b in zip_(found, held)):
+                    raise refused(label + "'s code, defaults or closure was changed")
 
-    def kernels() -> list[str]:
+    def kernels() -> list[tuple[str, str]]:
         found = []
         for name in ops:
             try:
@@ -385,7 +410,7 @@ def build(
             for line in lines:
                 key = remove_suffix(remove_suffix(partition(line, ":")[0], " (inactive)"), "[alias]")
                 if key not in skipped:
-                    found.append(line)
+                    found.append((name, line))
         return found
 
     registered = kernels()
@@ -474,10 +499,15 @@ def build(
             raise refused("the thread's dispatch keys were changed (the Python dispatcher left on?)")
         if "__del__" in class_dict(tensor_t):
             raise refused("torch.Tensor was given a __del__")
-        if kernels() != registered:
+        now = kernels()
+        if now != registered:
+            named = [a[0] for a, b in zip_(now, registered) if a != b]
+            if not named:  # one list goes on past the other: its next line
+                longer = now if len_(now) > len_(registered) else registered
+                named = [longer[min_(len_(now), len_(registered))][0]]
             raise refused(
-                "a kernel of an operator the harness runs in this process (the outputs' copy, the input "
-                "refresh) was replaced"
+                "replaced the kernel of " + named[0] + ", an operator the harness runs in this process (the "
+                "outputs' copy, the input refresh)"
             )
         if len_(collector_callbacks) != callbacks_at_build:
             raise refused("a garbage-collector callback was registered (it runs inside the harness's steps)")
@@ -624,7 +654,7 @@ def build(
             else:
                 text = type_name(type_(exc)) + ": " + error_text(exc)[:200]
                 header = {"ok": False, "status": "crashed", "reason": text}
-        found = refusal() if refusal is not None else None
+        found = refusal()
         if found is not None:  # even where the step caught the PermissionError and carried on
             header = {
                 "ok": False,
@@ -634,15 +664,58 @@ def build(
         header["n"] = nonce
         return header["ok"] is True, encoded(header)
 
+    def refusal() -> str | None:
+        if refusals is None or not len_(refusals):
+            return None
+        first = refusals[0]  # an exact list's item: the hook appends its text; anything else is the subject's
+        return first if type_(first) is str_t else "an object put in the audit hook's list of refusals"
+
+    def sample_answer(sample: Any, nonce: Any, hooked: Any) -> bytes:
+        """A timed sample's answer as the worker's main thread hands it over straight from the job (it looks up
+        no name in between: attacker round 43 rebound `link.frame` there): plain figures only, or why not."""
+        header: dict[str, Any] = {"ok": False, "status": "rejected"}
+        figures = (
+            (dict_get(sample, "ms_total"), dict_get(sample, "descheduled"), dict_get(sample, "hidden"))
+            if type_(sample) is dict_t
+            else (None, None, None)
+        )
+        ms, descheduled, hidden = figures
+        if hooked is not None:
+            header["reason"] = (
+                "anti-hack check: a frame-evaluation callback (PEP 523, torch._C._dynamo.eval_frame) was left "
+                "set: it would run at the entry of every frame of the harness's"
+            )
+        elif type_(ms) is not float_t or not (descheduled is True or descheduled is False):
+            header["reason"] = (
+                "anti-hack check: the subject's thread answered a sample with other than figures"
+            )
+        else:
+            header = {"ok": True, "ms_total": ms, "descheduled": descheduled, "hidden": hidden is True}
+        found = refusal()
+        if found is not None:
+            header = {
+                "ok": False,
+                "status": "rejected",
+                "reason": "anti-hack check: the sandbox refused " + found,
+            }
+        header["n"] = nonce if type_(nonce) is int_t else None
+        header["tensors"] = []
+        body = encoded(header)
+        return pack(len_(body)) + body
+
     def tail(
-        answer: bytes | None,
+        answer: Any,
         outputs: list[Any],
-        prep: Callable[[int], None],
+        prep: Callable[[int, bool], None],
         arm: Callable[[], None],
         command: Any = None,
+        nonce: Any = None,
+        hooked: Any = None,
     ) -> dict[str, Any] | None:
         if getpid() != owner:  # a fork of the subject's: it has no business on the judge's pipe
             return None
+        if answer is not None and type_(answer) is not bytes_:  # a timed sample's, from the job (above)
+            answer = sample_answer(answer, nonce, hooked)
         # The cyclic collector goes off here and stays off (the worker collects only at a check's calls and a
         # timing's set-up). A collection in the next refresh ran a finalizer of the subject's there, which did
         # the next sample's work (attacker round 22).
@@ -650,6 +723,9 @@ def build(
         blocked = sigmask(block, all_signals)
         quiet = warnings_off()
         checked = False  # the last command was a check that passed
+        # A check passed in this call: before a command goes back to the worker's main code, which looks names
+        # up, one must have (entered straight from a timed sample's job, nothing has checked since it ran).
+        verified = False
         try:
             if answer is not None:
                 write_all(answer)
@@ -665,10 +741,12 @@ def build(
                     send(answer_outputs(outputs, nonce))
                 elif kind == "check":
                     passed, reply = step(check, (), nonce)
+                    verified = verified or passed
                     send(reply)
                 elif kind == "prep":
                     # The judge sends a check first; without one just before, the prep makes it.
                     ready, reply = (True, b"") if checked else step(check, (), nonce)
+                    verified = verified or ready
                     seed = command.get("seed")
                     if not ready:
                         send(reply)
@@ -683,12 +761,17 @@ def build(
                                 }
                             )
                         )
-                    else:
-                        send(step(prep, (seed,), nonce)[1])
+                    else:  # drawn afresh or not: the judge's word with each prep (attacker round 45)
+                        send(step(prep, (seed, command.get("fresh") is True), nonce)[1])
                 elif kind == "arm":
                     send(step(arm, (), nonce)[1])
-                else:
+                elif verified:
                     return command
+                else:
+                    verified, reply = step(check, (), nonce)
+                    if verified:
+                        return command
+                    send(reply)  # this command's answer: the refusal
                 # A passed check stands for the command right after it only.
                 checked, command = passed, None
         finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import dis
 import gc
 import os
 import sys
@@ -142,7 +143,6 @@ class Subject:
             self.fn = on(self.op.subject, self.name, job.get("candidate"), job.get("compile_mode"))
         except LoadError as exc:
             raise Failure("build_error", str(exc), who=exc.who) from None
-        self.guard()
         self.sets: list[list[Any]] = []
         self.masters: list[list[Any]] = []
         self.calls = 1
@@ -176,25 +176,28 @@ class Subject:
         # What passes through the subject's hands (the inputs, cloned there; its outputs) is dropped on its
         # thread too: a weakref callback hung on an input the main thread dropped ran there, took a frame and
         # rewrote the sealed server's tail (attacker round 40).
-        drawn = [on(self.op.cases[case].make, seed)]
+        # Nothing of the operator's is read here either: its instance (and its cases') attributes are the
+        # subject's to write (a frame of Operator.subject's hands it out at import), and `op.cases` made a list
+        # whose __getitem__ ran on main (attacker round 41). The draw, and the poison's reads of the drawn
+        # inputs, run on the subject's thread.
+        # One job a call (each job ends in the sealed check: SubjectThread): the last call's outputs dropped,
+        # the allocator poisoned, the call made.
+        drawn = [on(_drawn, self.op, case, seed)]
         outs: list[Any] = []
         described: list[Any] = []
         specs: list[Any] = []
         end = 0
         try:
             for _ in range(repeat):
-                self._poison(drawn[0])
-                outs.append(on(_call_on_a_clone, self.fn, drawn[0], self.who, self.timer))
+                on(_next_call, outs, self._poison, self.fn, drawn[0], self.who, self.timer)
                 # Copied before the guard looks (a hook the guard's own calls would set off finds them
                 # copied); an untimed call has nothing to gain from work done later anyway.
                 more, written, end = _sealed(copy, outs, end)
                 described += more
                 specs += written
                 self.guard()
-                on(outs.clear)
         finally:  # a copy or a guard that raised too: what it held goes on the subject's thread
-            on(outs.clear)
-            on(drawn.clear)
+            on(_dropped, outs, drawn)
         return described, specs, end
 
     def time_begin(
@@ -281,14 +284,17 @@ class Subject:
         self.graph, self.outputs = graph, outputs
         return None
 
-    def prep(self, seed: int) -> None:
+    def prep(self, seed: int, fresh: bool) -> None:
         # Run by the sealed server only, right after its check (the namespaces, kernels, modes, collector
         # callbacks and signal handlers as at load), which the judge asks for apart so that its cost is not
         # charged to the sample. No L2 flush: the judge flushes after this, from its own process.
         # The matrices a renewing refresh replaces are kept until the next go: dropped in here, a weakref
         # callback of the subject's on one would run inside the refresh (a review's find).
         retired = [t for values in self.sets for t in values] if self.renew else []
-        refresh(self.sets, self.masters, seed, renew=self.renew, fresh=self.factory if self.fresh else None)
+        # `fresh` is the judge's, sent with each prep: this object's flag is a slot the subject's code can set,
+        # and set, it turned every refresh into a draw through the factory on this thread, whose lookups of
+        # torch.cuda's names no check watches (attacker round 45).
+        refresh(self.sets, self.masters, seed, renew=self.renew, fresh=self.factory if fresh else None)
         self.retired = retired
         self.timer.sync()
 
@@ -315,6 +321,7 @@ class Subject:
 _FIXED: dict[type, tuple[str, ...]] = {
     Subject: ("device", "factory", "integrity", "name", "op", "renew", "timer", "who"),
     timing.Timer: ("_cudart", "_flush_buf", "device", "host_latency_ms"),
+    guards.Integrity: guards.Integrity.FIXED,
 }
 _TYPED: dict[type, dict[str, tuple[type, ...]]] = {
     Subject: {
@@ -322,21 +329,30 @@ _TYPED: dict[type, dict[str, tuple[type, ...]]] = {
         "fresh": (bool,), "tolerance": (tuple,), "graph": (type(None), torch.cuda.CUDAGraph),
     },
     timing.Timer: {"last_cpu_share": (float,), "last_descheduled": (bool,), "last_hidden": (bool,)},
+    guards.Integrity: {"_counting": (bool,), "_tasks_from": (type(None), int)},
 }  # fmt: skip
-# What is checked inside a Subject slot: the rows the refresh iterates, the tensors it drops.
-_INSIDE = {"sets": "rows", "masters": "rows", "retired": "tensors"}
+# What is checked inside a Subject slot: the rows the refresh iterates, the tensors it drops, the factory a
+# refresh drawing inputs afresh calls (its code and closure: sealed.build).
+_INSIDE = {"sets": "rows", "masters": "rows", "retired": "tensors", "factory": "function"}
 
 
 def pins(subject: Subject) -> tuple[tuple[str, Any, Any, Any, tuple[type, ...], str], ...]:
-    """The Subject's and its Timer's slots, for sealed.build's `pinned` (built before the candidate loads)."""
+    """The slots of the Subject, its Timer and its Integrity (the guard, which the main thread runs), for
+    sealed.build's `pinned` (built before the candidate loads)."""
     found: list[tuple[str, Any, Any, Any, tuple[type, ...], str]] = []
-    for label, obj in (("subject", subject), ("subject.timer", subject.timer)):
+    owned = [("subject", subject), ("subject.timer", subject.timer)]
+    if subject.integrity is not None:
+        owned.append(("subject.integrity", subject.integrity))
+    for label, obj in owned:
         cls = type(obj)
+        inside = _INSIDE if cls is Subject else {}
         for name in _FIXED[cls]:
-            found.append((f"{label}.{name}", cls.__dict__[name], obj, getattr(obj, name), (), ""))
+            value = getattr(obj, name)
+            found.append((f"{label}.{name}", cls.__dict__[name], obj, value, (), inside.get(name, "")))
         for name, kinds in _TYPED[cls].items():
-            inside = _INSIDE.get(name, "") if cls is Subject else ""
-            found.append((f"{label}.{name}", cls.__dict__[name], obj, sealed.UNPINNED, kinds, inside))
+            found.append(
+                (f"{label}.{name}", cls.__dict__[name], obj, sealed.UNPINNED, kinds, inside.get(name, ""))
+            )
     return tuple(found)
 
 
@@ -392,12 +408,26 @@ def _remade(exc: BaseException) -> BaseException:
 _FIGURES = ("max_abs_err", "max_rel_err")  # the numbers a Failure carries into an answer
 
 
-def _serve(go: Any, done: Any, box: list[Any], unhook: Callable[[Any], Any]) -> None:
+def _serve(
+    go: Any,
+    done: Any,
+    box: list[Any],
+    unhook: Callable[[Any], Any],
+    collector: tuple[Callable[[], None], Callable[[], None]],
+) -> None:
     """The subject's thread: one job at a time from SubjectThread. What a job leaves (its exception, the frame-
     evaluation callback torch sets per thread, torch modes on this thread's stacks, which would run in the
     harness's own calls here: input draws, clones, calibration) is dealt with here, so no code of the
-    subject's runs on the main thread for it."""
-    modes_at_start = guards.active_modes()
+    subject's runs on the main thread for it.
+
+    The cyclic collector runs only while a job does (`collector`: gc's enable and disable, bound before any
+    code of the subject's): a collection runs on the thread whose allocation set it off, and a finalizer of
+    the subject's always pending (a __del__ that makes the next such object) ran on the main thread in its
+    own allocations (the guard's reads, the copy, the channel's JSON: finalizer_on_main.py). Main is blocked
+    while a job runs, so every collection, and every finalizer it runs, is this thread's."""
+    collector_on, collector_off = collector
+    active_modes = guards.active_modes  # bound: a job can rebind the module's names (round 44 tried this one)
+    modes_at_start = active_modes()
     while True:
         go.acquire()
         try:
@@ -407,6 +437,7 @@ def _serve(go: Any, done: Any, box: list[Any], unhook: Callable[[Any], Any]) -> 
             done.release()
             continue
         try:
+            collector_on()
             result: tuple[bool, Any] = (True, fn(*args))
         except BaseException as exc:  # remade here: the exception itself dies on this thread
             try:
@@ -414,10 +445,32 @@ def _serve(go: Any, done: Any, box: list[Any], unhook: Callable[[Any], Any]) -> 
             except BaseException:
                 result = (False, Crashed("an exception that could not be read"))
         hooked = unhook(None) is not None
-        left = [m for m in guards.active_modes() if m not in modes_at_start]
+        left = [m for m in active_modes() if m not in modes_at_start]
         box.append((result, hooked, left))
         del fn, args, result  # what the job held goes with its answer, not with the next job
+        collector_off()  # whatever the job did to it (gc.enable raises no audit event)
         done.release()
+
+
+def _parking_call(code: Any) -> int:
+    """The offset of the `go.acquire()` call in _serve's bytecode: where its frame stands while the thread
+    waits for its next job (frame.f_lasti, the instruction being run)."""
+    steps = list(dis.get_instructions(code))
+    for i, step in enumerate(steps):
+        if (
+            step.opname in ("LOAD_ATTR", "LOAD_METHOD")
+            and step.argval == "acquire"
+            and steps[i - 1].argval == "go"
+        ):
+            for later in steps[i + 1 :]:
+                if later.opname == "CALL":
+                    return later.offset
+    raise RuntimeError("kernelbot's worker cannot find where its subject's thread waits (a new Python?)")
+
+
+_PARKED_AT = _parking_call(_serve.__code__)
+# How long main waits for the subject's thread to be back at its wait after it answered (a few bytecodes).
+_PARK_WAIT_S = 2.0
 
 
 class SubjectThread:
@@ -426,48 +479,202 @@ class SubjectThread:
     A frame of the subject's code leads only to this thread's frames (the job and `_serve`), never to the main
     thread's, where the sealed server's closures and the channel live: attacker rounds 30 and 31 got a frame
     through a helper of torch's (and any trampoline of torch's calling `sys._getframe` hands one out) and
-    rewrote the closure cell holding the sealed server's tail from `main`'s frame."""
+    rewrote the closure cell holding the sealed server's tail from `main`'s frame.
 
-    __slots__ = ("_box", "_done", "_go", "_ident")
+    Main goes on after a job only with this thread parked: its one `_serve` frame (the frame object seen
+    before any code of the subject's ran) at its `go.acquire()` call, with its own locks and list. A frame of
+    the subject's reaches `_serve`'s locals and the function itself: attacker round 42 answered a job and then
+    ran `_serve` again, nested, with a `done` of its own whose release ran its code, so the thread computed
+    beside the sealed server's copy and refresh while its top frame was a `_serve`'s. A thread that is not
+    back in time ends the process, with a rejection written to the judge first.
 
-    def __init__(self) -> None:
-        self._go, self._done = _thread.allocate_lock(), _thread.allocate_lock()
-        self._box: list[Any] = []
-        self._go.acquire()
-        self._done.acquire()
-        args = (self._go, self._done, self._box, _eval_frame_setter())
+    And main looks up no name of a module until the sealed check has passed after the job (`checks`: verify,
+    once sealed.build made it): a job can rebind any module's names (a module's attributes raise no audit
+    event), and attacker round 43 put a function of its own where main's next line looked up `link.frame`.
+    So the handoff is a closure over values bound here, before any code of the subject's; a timed sample
+    (`timed`) skips the check, to keep it out of the judge's clock, and its answer goes straight to the sealed
+    tail, which looks up nothing either."""
+
+    __slots__ = ("_call", "checks", "nonce")
+
+    def __init__(self, to_judge: int) -> None:
+        go, done = _thread.allocate_lock(), _thread.allocate_lock()
+        box: list[Any] = []
+        go.acquire()
+        done.acquire()
+        args = (go, done, box, _eval_frame_setter(), (gc.enable, gc.disable))
         thread = threading.Thread(target=_serve, args=args, name="kernelbot-subject", daemon=True)
         thread.start()
-        self._ident: int = thread.ident or 0
+        self.checks: list[Callable[[], None]] = []  # sealed.build's verify, appended by main
+        self.nonce: list[Any] = [None]  # the command main serves now: a rejection written at the end names it
+        self._call = _handoff(go, done, box, thread.ident or 0, to_judge, self.checks, self.nonce)
 
     def __call__(self, fn: Callable[..., _T], *args: Any) -> _T:
-        self._box.append((fn, args))
-        self._go.release()
-        self._done.acquire()
-        # The lock and the list are locals of _serve, which a frame of the subject's reaches: an answer put
-        # there and the lock released from inside a job would let main go on while the job still runs (past
-        # the judge's clock, beside the sealed copy). Taken only with the thread back in _serve's own code.
-        top = sys._current_frames().get(self._ident)
-        if top is None or top.f_code is not _serve.__code__ or len(self._box) != 1:
-            raise Failure(
-                "rejected", "anti-hack check: the subject's thread answered while its call was still running"
+        result: _T = self._call(fn, args, False)
+        return result
+
+    def timed(self, fn: Callable[[], dict[str, Any]]) -> Any:
+        """A timed sample's job: what it returned, for the sealed tail to check and send (not checked here)."""
+        return self._call(fn, (), True)
+
+
+def _handoff(
+    go: Any, done: Any, box: list[Any], ident: int, to_judge: int, checks: list[Any], nonce: list[Any]
+) -> Callable[[Any, tuple[Any, ...], bool], Any]:
+    """SubjectThread's handoff, as a closure over what it calls (see the class)."""
+    current_frames, monotonic, sleep, write, exit_now = (
+        sys._current_frames, time.monotonic, time.sleep, os.write, os._exit,
+    )  # fmt: skip
+    serve_code, parked_at, wait_s, pack = _serve.__code__, _PARKED_AT, _PARK_WAIT_S, link.LENGTH.pack
+    type_, len_, issubclass_, str_t, int_t, float_t, dict_t = type, len, issubclass, str, int, float, dict
+    tuple_t, list_t = tuple, list
+    str_str, str_encode, int_repr, join, dict_items = (
+        str.__str__,
+        str.encode,
+        int.__repr__,
+        str.join,
+        dict.items,
+    )
+    args_of, memoryview_ = BaseException.__dict__["args"].__get__, memoryview
+    failure_t, crashed_t, load_error_t, refused_t, figures = (
+        Failure,
+        Crashed,
+        LoadError,
+        PermissionError,
+        _FIGURES,
+    )
+    first: list[Any] = []  # the `_serve` frame seen before any code of the subject's ran
+
+    def parked() -> bool:
+        deadline = monotonic() + wait_s
+        while True:
+            top = current_frames().get(ident)
+            if top is not None and top.f_code is serve_code and top.f_lasti == parked_at:
+                if not first:
+                    first.append(top)
+                    return True
+                seen = top.f_locals  # a Python that writes a frame's locals through (PEP 667) is held too
+                return (
+                    top is first[0]
+                    and seen.get("go") is go
+                    and seen.get("done") is done
+                    and seen.get("box") is box
+                )
+            if monotonic() > deadline:
+                return False
+            sleep(0)  # a few bytecodes of the thread's: let it run them
+
+    def plain(value: Any) -> str:
+        """A str of str's own type (str.__str__ copies a subclass's characters and runs none of its code)."""
+        return str_str(value) if issubclass_(type_(value), str_t) else "(not text)"
+
+    def end(reason: str) -> None:
+        """The thread is not where it must be: a rejection for the command being served, and the process ends
+        (whatever that thread is doing goes with it)."""
+        n = nonce[0]
+        body = str_encode(
+            join(
+                "",
+                [
+                    '{"ok": false, "status": "rejected", "reason": "anti-hack check: ', reason, '", "n": ',
+                    int_repr(n) if type_(n) is int_t else "null", ', "tensors": []}',
+                ],
             )
-        (ok, value), hooked, left = self._box.pop()
-        _unhooked(hooked or None)
-        if left:
-            raise Failure(
+        )  # fmt: skip
+        view = memoryview_(pack(len_(body)) + body)
+        while view:
+            view = view[write(to_judge, view) :]
+        exit_now(3)
+
+    def remade(value: Any) -> BaseException:
+        """The job's exception as main may read it: one of ours, of plain text and numbers (the subject's thread
+        remade it, but a finalizer of the subject's ran there after, with the module's names its own)."""
+        kind = type_(value)
+        if kind is failure_t:
+            extra = value.extra
+            figures_of = {
+                k: v
+                for k, v in (dict_items(extra) if type_(extra) is dict_t else ())
+                if type_(k) is str_t and k in figures and (type_(v) is float_t or type_(v) is int_t)
+            }
+            return failure_t(plain(value.status), plain(value.reason), **figures_of)
+        if kind is load_error_t:
+            return load_error_t(plain(value.who), plain(args_of(value)[0] if len_(args_of(value)) else ""))
+        if kind is crashed_t and len_(args_of(value)):
+            return crashed_t(plain(args_of(value)[0]))
+        return crashed_t("an exception that could not be read")
+
+    def call(fn: Any, args: tuple[Any, ...], timed: bool) -> Any:
+        box.append((fn, args))
+        go.release()
+        done.acquire()
+        if not parked() or len_(box) != 1:
+            end(
+                "the subject's thread answered while its call was still running (it did not go back to "
+                "waiting for its next job)"
+            )
+        # Read as _serve put it: a tuple of ours (a finalizer of the subject's, run on its thread after _serve
+        # answered, could have put an object in the list whose unpacking runs its code here).
+        item = box.pop()
+        if (
+            type_(item) is not tuple_t
+            or len_(item) != 3
+            or type_(item[0]) is not tuple_t
+            or len_(item[0]) != 2
+        ):
+            end("the subject's thread's answer was replaced")
+        (ok, value), hooked, left = item
+        ok, hooked = ok is True, hooked is not False
+        left = left if type_(left) is list_t else ["(an object of the subject's)"]
+        if not (timed and ok and not hooked and not left) and checks:
+            try:
+                checks[0]()
+            except refused_t as exc:
+                text = args_of(exc)
+                raise failure_t("rejected", "anti-hack check: " + plain(text[0] if text else "")) from None
+        if hooked:
+            raise failure_t(
                 "rejected",
-                f"anti-hack check: the subject left {', '.join(left)} active on its thread (they would run in "
-                "the harness's own calls there)",
+                "anti-hack check: a frame-evaluation callback (PEP 523, torch._C._dynamo.eval_frame) was left "
+                "set: it would run at the entry of every frame of the harness's",
+            )
+        if left:
+            raise failure_t(
+                "rejected",
+                "anti-hack check: the subject left "
+                + join(", ", [plain(m) for m in left])
+                + " active on its thread (they would run in the harness's own calls there)",
             )
         if ok:
             return value
-        raise value
+        raise remade(value)
+
+    return call
 
 
-def _call_on_a_clone(fn: Any, inputs: list[Any], who: str, timer: timing.Timer) -> Any:
-    """A checked call, its inputs cloned on the subject's thread (and dropped there once it returns)."""
-    return call(fn, clone(inputs), who, timer)
+def _drawn(op: Operator, case: int, seed: int) -> list[Any]:
+    """A checked call's inputs (on the subject's thread)."""
+    return op.cases[case].make(seed)
+
+
+def _next_call(
+    outs: list[Any],
+    poison: Callable[[list[Any]], None],
+    fn: Any,
+    inputs: list[Any],
+    who: str,
+    timer: timing.Timer,
+) -> None:
+    """A checked call's job: the last one's outputs dropped, the allocator poisoned, the call made on a clone of
+    its inputs (cloned, and dropped once it returns, on the subject's thread), its outputs in `outs`."""
+    outs.clear()
+    poison(inputs)
+    outs.append(call(fn, clone(inputs), who, timer))
+
+
+def _dropped(*held: list[Any]) -> None:
+    for values in held:
+        values.clear()
 
 
 def _no_grad(fn: Callable[..., _T], *args: Any) -> _T:
@@ -491,7 +698,8 @@ def main() -> None:
     for fd in (from_judge, to_judge, region):
         os.set_inheritable(fd, False)
     # Before anything of the subject's: the thread its code runs on (every count of threads includes it).
-    on = SubjectThread()
+    gc.disable()  # the collector runs on the subject's thread alone, while it runs a job (_serve)
+    on = SubjectThread(to_judge)
     link.arm_device_copy(device)
     imported = time.time()
     # The device's context now, while the judge starts its own: the two start-ups overlap.
@@ -529,9 +737,17 @@ def main() -> None:
             spaces=integrity.sealed() if integrity is not None else (),
             rewrap_code=guards.REWRAP_CODE,
             failure=Failure,
-            refusal=audit.refusal,
+            refusals=audit.REFUSALS,
             pinned=pins(subject) if integrity is not None else (),
         )
+        on.checks.append(verify)  # after every job from now on, before main looks up any name
+
+    # What a timed sample's answer is handed to the tail with, right after the job (round 44 put a descriptor
+    # at Subject.prep, read there before any check): the slot's reader and the method, bound now.
+    outputs_of, prep_of = Subject.__dict__["outputs"].__get__, Subject.__dict__["prep"]
+
+    def prep_now(seed: int, fresh: bool) -> None:
+        prep_of(subject, seed, fresh)
 
     def arm() -> None:
         """A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's context
@@ -552,8 +768,8 @@ def main() -> None:
                 return  # the judge is gone
         else:
             cmd, pending = pending, None
+        on.nonce[0] = cmd.get("n")
         specs: list[Any] = []
-        timed = False  # a timed sample's answer: sent by the tail, which then serves the outputs' copy
         try:
             kind = cmd.get("cmd")
             if kind == "hello":
@@ -567,7 +783,7 @@ def main() -> None:
             elif kind in ("check", "prep", "arm") and subject is not None and tail is not None:
                 # The window between samples: the sealed server answers from here to the next sample's go, and
                 # runs the refresh only right after its own check (sealed.build's tail).
-                pending = tail(None, subject.outputs, subject.prep, arm, cmd)
+                pending = tail(None, outputs_of(subject), prep_now, arm, cmd)
                 if pending is None:
                     return  # the judge is gone
                 continue
@@ -583,8 +799,10 @@ def main() -> None:
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
             elif kind == "load" and timer is not None:
                 seed_all(0)
-                subject, hooked = Subject(cmd["job"], timer, seal, on), unhook(None)
+                loaded, hooked = Subject(cmd["job"], timer, seal, on), unhook(None)
                 _unhooked(hooked)
+                loaded.guard()  # the handoff ran the sealed check after the import (SubjectThread)
+                subject = loaded
                 answer = {"ok": True}
             elif subject is None or copy is None or tail is None or verify is None:
                 answer = {"ok": False, "status": "crashed", "reason": f"bad command {kind!r}"}
@@ -614,9 +832,13 @@ def main() -> None:
                 _unhooked(hooked)
                 answer = {"ok": True, **began}
             elif kind == "go":
-                sample, hooked = on(subject.go), unhook(None)
-                _unhooked(hooked)
-                answer, timed = {"ok": True, **sample}, True
+                # From the job's end to the sealed tail, no name of a module is looked up (SubjectThread):
+                # the tail checks the sample's answer and sends it.
+                sample, hooked = on.timed(subject.go), unhook(None)
+                pending = tail(sample, outputs_of(subject), prep_now, arm, None, cmd.get("n"), hooked)
+                if pending is None:
+                    return  # the judge is gone
+                continue
             elif kind == "outputs":
                 described, specs, _ = _sealed(copy, subject.outputs, 0)
                 answer = {"ok": True, "outputs": described}
@@ -647,13 +869,6 @@ def main() -> None:
             link.free(
                 region, os.fstat(region).st_size
             )  # outputs written before the failure: freed, not announced
-        if timed and answer.get("ok") and tail is not None and subject is not None:
-            # From the answer to the copy of this sample's outputs, if the judge asks for it, nothing runs that a
-            # subject could have replaced (attacker rounds 9-13 computed the outputs there, after the clock).
-            pending = tail(link.frame({**answer, "n": cmd.get("n")}), subject.outputs, subject.prep, arm)
-            if pending is None:
-                return  # the judge is gone
-            continue
         link.send(to_judge, {**answer, "n": cmd.get("n")}, specs)
 
 
