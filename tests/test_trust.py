@@ -88,6 +88,17 @@ def _attack(name: str, tmp_path: Path, settings: Settings = SETTINGS, **fill: An
     return evaluate(MATMUL, "candidate", settings, candidate=str(path), static_check=False)
 
 
+def _checked(name: str, tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    """An attack through `kernelbot check` against the matmul operator, the static check on and the confirming
+    rounds run, as its author ran it: the exit code and the candidate's JSON."""
+    from kernelbot.cli import main
+
+    out = tmp_path / "r.json"
+    op, cand = OPS / "matmul_op.py", TRUST / f"{name}.py"
+    code = main(["check", str(op), "--candidate", str(cand), "--no-compile", "--json", str(out)])
+    return code, json.loads(out.read_text())["candidate"]
+
+
 def _leaks(ev: Evaluation) -> list[str]:
     return [k for k, v in SECRETS.items() if v in (ev.reason or "")]
 
@@ -1227,12 +1238,8 @@ def test_what_passed_through_the_subjects_hands_is_dropped_on_its_thread(tmp_pat
     hung on one ran there, took a frame through a trampoline and rewrote the sealed server's tail, which then
     answered the judge first and computed each sample's products after its clock. The inputs are cloned, and
     they and the outputs dropped, on the subject's thread now: the callback runs there and finds no main."""
-    from kernelbot.cli import main
-
-    out = tmp_path / "r.json"
-    op, cand = OPS / "matmul_op.py", TRUST / "weakref_after_answer.py"
-    assert main(["check", str(op), "--candidate", str(cand), "--no-compile", "--json", str(out)]) == 0
-    ev = json.loads(out.read_text())["candidate"]
+    code, ev = _checked("weakref_after_answer", tmp_path)
+    assert code == 0
     # it got in before: its timed calls returned an empty tensor (reward 2, 8.6x eager, 2.7 against ~22 us)
     assert ev["status"] == "ok" and ev["reward"] == 1 and ev["speedup_vs_eager"] < 2, ev
 
@@ -1243,12 +1250,8 @@ def test_nothing_of_the_operators_is_read_on_the_main_thread(tmp_path: Path) -> 
     __getitem__ of its own; Subject.run read `op.cases[case]` on the main thread, where that code took a frame
     and rewrote the sealed server's tail (answer first, products after the clock). The draw runs on the
     subject's thread now, and main reads nothing of the Operator's."""
-    from kernelbot.cli import main
-
-    out = tmp_path / "r.json"
-    op, cand = OPS / "matmul_op.py", TRUST / "op_cases_main.py"
-    assert main(["check", str(op), "--candidate", str(cand), "--no-compile", "--json", str(out)]) == 0
-    ev = json.loads(out.read_text())["candidate"]
+    code, ev = _checked("op_cases_main", tmp_path)
+    assert code == 0
     # it got in before: its timed calls returned one preallocated tensor (reward 2, 6.9x eager)
     assert ev["status"] == "ok" and ev["reward"] == 1 and ev["speedup_vs_eager"] < 2, ev
 
@@ -1259,12 +1262,8 @@ def test_the_subjects_thread_re_entering_its_own_loop_is_refused(tmp_path: Path)
     `_serve` again, nested, with a lock of its own whose release ran its code, so the subject's thread
     computed each refreshed set's product beside the sealed server (its top frame a `_serve`'s all along).
     Main now goes on only with the thread parked in the one `_serve` frame seen at its start."""
-    from kernelbot.cli import main
-
-    out = tmp_path / "r.json"
-    op, cand = OPS / "matmul_op.py", TRUST / "nested_serve.py"
-    assert main(["check", str(op), "--candidate", str(cand), "--no-compile", "--json", str(out)]) == 1
-    ev = json.loads(out.read_text())["candidate"]
+    code, ev = _checked("nested_serve", tmp_path)
+    assert code == 1  # the candidate not ok
     assert ev["status"] == "rejected" and "still running" in ev["reason"], ev
     assert ev["reward"] == -1
 
