@@ -276,7 +276,9 @@ def test_every_operator_the_refresh_runs_is_watched(index_max: int, monkeypatch:
             [[m.clone() for m in masters[:2]]],
             [masters[:2]],
             seed=5,
-            fresh=lambda s: [torch.randn(small, device=dev), torch.randn(large, device=dev)],
+            drawn=inputs.draw(
+                lambda s: [torch.randn(small, device=dev), torch.randn(large, device=dev)], 5, 1
+            ),
         )
     seen = {e.name.removeprefix("aten::") for e in profiled.function_events if e.name.startswith("aten::")}
     assert seen, "the profiler saw no operator"

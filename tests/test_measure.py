@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, ClassVar
 
 import pytest
@@ -30,6 +31,31 @@ def test_each_subject_side_by_side_keeps_its_own_calls_per_sample() -> None:
     batches = side_by_side({"eager": eager, "candidate": candidate}, Settings(), rounds=4)  # type: ignore[dict-item]
     assert batches == {"eager": [[8.0] * 6] * 4, "candidate": [[0.2] * 6] * 4}
     assert eager.asked == [None, 1, 1, 1] and candidate.asked == [None, 40, 40, 40]
+
+
+class Slow(Stub):
+    """A stub whose batch takes `seconds` of wall time."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(1, 1.0)
+        self.seconds = seconds
+
+    def time_batch(self, *args: Any) -> dict[str, Any]:
+        time.sleep(self.seconds)
+        return super().time_batch(*args)
+
+
+def test_side_by_side_with_the_clock_short_keeps_the_rounds_that_fit() -> None:
+    """A reward's 8 rounds that do not fit the run's --time: the rounds that do, down to 4, not none (an H100
+    run left a verified 3.45x candidate at reward 1 so); with no deadline, all 8."""
+    handles = {"eager": Slow(0.05), "candidate": Slow(0.05)}  # ~0.1 s a round
+    cut = side_by_side(handles, Settings(deadline=time.monotonic() + 0.55))  # type: ignore[arg-type]
+    assert cut is not None and 4 <= len(cut["candidate"]) < 8 and len(cut["eager"]) == len(cut["candidate"])
+    whole = side_by_side(handles, Settings())  # type: ignore[arg-type]
+    assert whole is not None and len(whole["candidate"]) == 8
+    # the minimum stands whatever the clock says: the deadline then cuts the sandboxes' own requests
+    short = side_by_side(handles, Settings(deadline=time.monotonic()))  # type: ignore[arg-type]
+    assert short is not None and len(short["candidate"]) == 4
 
 
 def test_looks_come_every_four_rounds_up_to_the_extra_allowed() -> None:

@@ -367,6 +367,11 @@ BYPASSES = [
         "try:\n    pass\nexcept Exception as e:\n    t = e.__traceback__\n",
     ),
     ("introspection", "reads .__self__", "b = len.__self__\n"),
+    (
+        "introspection",
+        "reads ._module",
+        "import warnings\nm = warnings.catch_warnings()._module.sys.modules\n",
+    ),
     ("introspection", "reads .__code__", "f.__code__ = g.__code__\n"),
     ("introspection", "spells 'tb_frame'", "name = 'tb_frame'\n"),
     ("introspection", "spells 'f_globals'", "name = ''.join(['f_', 'glo', 'bals'])\n"),

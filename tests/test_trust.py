@@ -1201,9 +1201,10 @@ def test_a_sample_faster_than_the_samples_found_right_is_rechecked(
     # (descheduled: 20 samples right first, so that the floor's 3% is the random chance left, ~70% escape)
     ev = _attack("skip_after_first", tmp_path, settings, RIGHT_UP_TO=right, SKIP_UP_TO=right + 12, NAP=nap)
     if nap and MATMUL["device"] == "cuda" and ev.ok:
-        # Seen on an H100 (2026-12-07): `ok` there, not `incorrect` (why the fast rule did not recheck the
-        # skipped samples on CUDA is not known yet: benchmarks/results/2026-12-07-h100-handoff/). What must
-        # hold whatever the reason: twelve skipped samples of forty do not move the verdict.
+        # Seen on an H100 (2026-12-07): `ok` there, not `incorrect`. The timer's events count the host's nap
+        # when the GPU waits on it, and 0.3 ms is longer than a whole sample of this small matmul on an H100:
+        # the skipped samples are slow ones, which the fast rule rightly leaves alone. What must hold: twelve
+        # skipped samples of forty do not move the verdict.
         honest = evaluate(MATMUL, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
         assert ev.timing is not None and honest.timing is not None
         assert ev.timing.median_ms > 0.95 * honest.timing.median_ms, (ev.timing, honest.timing)
@@ -1306,7 +1307,8 @@ def test_whether_a_refresh_draws_afresh_is_the_judges_word(tmp_path: Path) -> No
     call set `subject.fresh` (a slot held to its type only), so every refresh drew its inputs through the
     operator's factory on the main thread, after the check, where its seeding looked up torch.cuda's names
     (watched by no check) and ran the candidate's hook, which computed each set's product. The judge now sends
-    `fresh` with each prep: the flag changes nothing, the hook never runs, and the timed calls do the work."""
+    `fresh` with each prep and the Subject keeps no flag of its own: the write fails (the candidate crashes), or,
+    where it is caught, the hook never runs and the timed calls do the work."""
     honest = evaluate(MATMUL, "candidate", SETTINGS, candidate=str(HONEST / "matmul_plain.py"))
     ev = _attack("fresh_flag", tmp_path)
     assert honest.ok and honest.timing is not None
@@ -1509,3 +1511,21 @@ def test_a_library_that_adds_its_own_audit_hook_is_imported_before_ours(tmp_path
     assert said == (
         ["imported", "None"] if listed else ["imported", "sys.addaudithook()", "from", "the", "subject"]
     )
+
+
+def test_inputs_drawn_afresh_are_drawn_on_the_subjects_thread(tmp_path: Path) -> None:
+    """For an operator whose inputs the judge draws afresh each sample (reordering them changes no output), the
+    refresh runs the operator's factory, whose seeding looks up names no check watches (torch.cuda's): a hook
+    the candidate set there ran on the worker's main thread after the sealed check (the route round 45 took
+    with a forged flag). The draw is a job on the subject's thread now, checked like any other before main
+    reads its tensors; the candidate answers wrongly once its hook has run on the main thread."""
+    (tmp_path / "op.py").write_text(SORTED)
+    job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    operator = evaluate(job, "operator", settings)
+    assert operator.timing is not None and "afresh" in (operator.timing.sample_note or ""), operator
+    ev = evaluate(
+        job, "candidate", settings, candidate=str(TRUST / "fresh_draw_thread.py"), static_check=False
+    )
+    # before: `incorrect` (its hook ran on main in every refresh)
+    assert ev.ok, (ev.status, ev.reason)

@@ -278,6 +278,9 @@ INTROSPECTIVE_ATTRS = frozenset(
         "gi_frame",
         "cr_frame",
         "ag_frame",
+        # warnings.catch_warnings() keeps the warnings module, and so sys, as `_module` (attacker rounds 44-46
+        # reached sys.modules through it; a call in between hides the dotted name from the REEXPORTED rule)
+        "_module",
         # torch's helpers that hand their caller a frame (FRAME_HANDERS), as spellings
         *FRAME_HANDERS,
         # PEP 523's hook as torch exposes it: a callback set there runs at the entry of every Python frame the

@@ -293,7 +293,7 @@ def refresh(
     seed: int,
     *,
     renew: bool = False,
-    fresh: Callable[[int], list[Any]] | None = None,
+    drawn: list[list[Any]] | None = None,
 ) -> None:
     """The sample's inputs, from the masters (which the subject never sees, so a write into its inputs is
     undone): every input's values drawn from its master's by `seed` (_order), which the judge picks afresh
@@ -304,22 +304,42 @@ def refresh(
     master's (the distribution the factory drew), their multiset changes; each sample's inputs depend on its
     own seed alone.
 
-    `fresh` (the factory, for an operator whose outputs a reordering does not change: a full sum, a sort):
-    each set's dense inputs are drawn anew from it instead, set i with seed + i. `renew` (an operator whose
-    sparse matrix is new on every call): each sparse matrix is then replaced in its set by `renewed`.
+    `drawn` (draw()'s rows, for an operator whose outputs a reordering does not change: a full sum, a sort):
+    each set's dense inputs are written from its row instead. `renew` (an operator whose sparse matrix is new on
+    every call): each sparse matrix is then replaced in its set by `renewed`.
 
     With torch-function dispatch off: no tensor subclass's __torch_function__ runs in here, whatever tensor
     it reaches (attacker round 28 gave a module constant a subclass in place, and its hook ran for every
     torch.where of the refresh). DisableTorchFunction is an immutable C type: its __enter__ is its own."""
-    # The factory (the operator's get_inputs) is drawn first, with torch functions on: its torch.device mode
-    # puts its tensors on the GPU directly (loader.make_inputs), and it is the operator's code, not the subject's.
-    made = without_grad(_draw, fresh, seed, len(sets)) if fresh is not None else None
+    if drawn is not None:
+        _rows_of_tensors(drawn, sets)
     with _no_torch_function():
-        without_grad(_refresh, sets, masters, seed, renew, made)
+        without_grad(_refresh, sets, masters, seed, renew, drawn)
 
 
-def _draw(fresh: Callable[[int], list[Any]], seed: int, n: int) -> list[list[Any]]:
-    return [fresh(seed + number) for number in range(n)]
+def draw(factory: Callable[[int], list[Any]], seed: int, n: int) -> list[list[Any]]:
+    """n sets of inputs drawn afresh from the operator's factory (its get_inputs), set i with seed + i, for
+    refresh(drawn=...). With torch functions on: the factory's torch.device mode puts its tensors on the GPU
+    directly (loader.make_inputs). The worker runs this as a job on the subject's thread: the factory's own
+    lookups (torch.cuda's names) are in namespaces no check watches, and a hook there ran on the main thread."""
+    return without_grad(_draw, factory, seed, n)
+
+
+def _draw(factory: Callable[[int], list[Any]], seed: int, n: int) -> list[list[Any]]:
+    return [list(factory(seed + number)) for number in range(n)]
+
+
+def _rows_of_tensors(drawn: Any, sets: list[list[Any]]) -> None:
+    """Drawn rows as refresh reads them, by exact type: made on the subject's thread, a list or tensor of a
+    class of its own would run its code in the refresh's reads (each tensor is checked as it is written)."""
+    if (
+        type(drawn) is not list
+        or len(drawn) != len(sets)
+        or any(
+            type(row) is not list or len(row) != len(values) for row, values in zip(drawn, sets, strict=True)
+        )
+    ):
+        raise Failure("rejected", "anti-hack check: the inputs drawn afresh were not plain lists")
 
 
 def _refresh(
@@ -379,7 +399,13 @@ def _refresh(
 
 def _fill(tensor: torch.Tensor, drawn: Any, position: int) -> None:
     """A fresh draw written into the set's own tensor (it stays where it is: a CUDA graph replays on it)."""
-    if not isinstance(drawn, torch.Tensor) or drawn.shape != tensor.shape or drawn.dtype != tensor.dtype:
+    if type(drawn) is not type(tensor):  # by its type: a subclass's hooks (and its own .shape) would run here
+        raise Failure("rejected", f"anti-hack check: input {position} drawn afresh is not a plain tensor")
+    if _raw_keys(_dispatch_keys(drawn)) & ~_raw_keys(_dispatch_keys(tensor)):
+        raise Failure(
+            "rejected", f"anti-hack check: input {position} drawn afresh has dispatch keys of its own"
+        )
+    if drawn.shape != tensor.shape or drawn.dtype != tensor.dtype:
         raise Failure(
             "operator_error",
             f"get_inputs() gave input {position} another shape or dtype for another seed: inputs drawn afresh "

@@ -36,6 +36,7 @@ from kernelbot.harness import audit, compare, guards, link, timing  # noqa: E402
 from kernelbot.harness.inputs import (  # noqa: E402
     Failure,
     clone,
+    draw,
     input_sets_for,
     nbytes,
     out_of_memory,
@@ -469,7 +470,6 @@ class Judge:
                     "calls": fixed,
                     "budget": budget,
                     "graph": graph,
-                    "fresh": self.fresh,
                 }
             )
         calls, mode, note = begun.get("calls"), begun.get("mode"), begun.get("note")
@@ -526,11 +526,18 @@ class Judge:
                 if len(sent) >= timing.WARMUP_SAMPLES:  # measure's warm-up takes run cold: not a floor
                     floor_ms.append(before)
             sent.append(seed)
+            draw_ms = 0.0
+            if self.fresh:  # drawn by a job on the subject's thread, before the check (worker's "draw")
+                with self.spend("time: check"):  # the sealed server hands a command on only after a check:
+                    self.ask({"cmd": "check"})  # asked apart, so that its cost is not the draw's
+                with self.spend("time: prep"):
+                    draw_ms, _ = self._timed({"cmd": "draw", "seed": seed})
             with self.spend("time: check"):  # not charged: the subject's state held to its load's (sealed.py)
                 self.ask({"cmd": "check"})
             with self.spend("time: prep"):
                 # `fresh` with every prep: the subject's own flag is a slot its code can set (round 45)
                 prep_ms, _ = self._timed({"cmd": "prep", "seed": seed, "fresh": self.fresh})
+            prep_ms += draw_ms  # the judge's own refresh, its floor, draws too
             if before is not None:
                 excess = charge(prep_ms, self.ping_floor_ms + before, prep_tolerance)
             else:  # FLOOR_SAMPLES floors exist by now
@@ -646,7 +653,7 @@ class Judge:
             masters,
             seed,
             renew=self.op.per_call_matrix,
-            fresh=self.op.cases[0].make if self.fresh else None,
+            drawn=draw(self.op.cases[0].make, seed, len(sets)) if self.fresh else None,
         )
         if self.device == "cuda":
             torch.cuda.synchronize()

@@ -32,6 +32,7 @@ from kernelbot.harness import audit, compare, guards, link, sealed, timing  # no
 from kernelbot.harness.inputs import (  # noqa: E402
     Failure,
     clone,
+    draw,
     input_sets_for,
     nbytes,
     out_of_memory,
@@ -89,7 +90,7 @@ class Subject:
     # server then ran the subject's own function as the refresh, and did the sample's work in it. Values of
     # these slots it can still set; docs/security.md says what that leaves.
     __slots__ = (
-        "calls", "device", "factory", "fn", "fresh", "graph", "integrity", "masters", "name", "op", "outputs",
+        "calls", "device", "drawn", "factory", "fn", "graph", "integrity", "masters", "name", "op", "outputs",
         "renew", "retired", "sets", "timer", "tolerance", "who",
     )  # fmt: skip
 
@@ -148,8 +149,8 @@ class Subject:
         self.calls = 1
         self.outputs: list[Any] = []
         self.retired: list[Any] = []  # sparse matrices a refresh replaced (renew), dropped in the next go
+        self.drawn: list[Any] = []  # the rows a refresh drew afresh from (prep), dropped in the next go
         self.graph: torch.cuda.CUDAGraph | None = None  # the timed calls, captured (capture())
-        self.fresh = False
         self.tolerance = (job.get("atol"), job.get("rtol"))
 
     def guard(self) -> None:
@@ -200,13 +201,10 @@ class Subject:
             on(_dropped, outs, drawn)
         return described, specs, end
 
-    def time_begin(
-        self, seed: int, calls: int | None, budget: int, graph: str, fresh: bool
-    ) -> dict[str, Any]:
+    def time_begin(self, seed: int, calls: int | None, budget: int, graph: str) -> dict[str, Any]:
         """Set up a timing batch. `graph`: "off" (plain calls), "on" (replay from a CUDA graph where it can be
         captured) or "auto" ("on" for an operator whose call takes under GRAPH_BELOW_MS)."""
         self.graph = None  # the last batch's graph (and the memory it holds) goes before this one's sets
-        self.fresh = fresh  # inputs drawn afresh by each refresh (the judge found reordering changes nothing)
         first = self.op.cases[0].make(seed)
         pristine = clone(first)  # before the subject sees them: a write into its inputs is undone below
         self.timer.one_sample(self.fn, [first], 1)  # warm-up: compilation and module load stay out
@@ -284,25 +282,30 @@ class Subject:
         self.graph, self.outputs = graph, outputs
         return None
 
-    def prep(self, seed: int, fresh: bool) -> None:
+    def prep(self, seed: int, fresh: bool, drawn: Any) -> None:
         # Run by the sealed server only, right after its check (the namespaces, kernels, modes, collector
         # callbacks and signal handlers as at load), which the judge asks for apart so that its cost is not
         # charged to the sample. No L2 flush: the judge flushes after this, from its own process.
         # The matrices a renewing refresh replaces are kept until the next go: dropped in here, a weakref
         # callback of the subject's on one would run inside the refresh (a review's find).
         retired = [t for values in self.sets for t in values] if self.renew else []
-        # `fresh` is the judge's, sent with each prep: this object's flag is a slot the subject's code can set,
-        # and set, it turned every refresh into a draw through the factory on this thread, whose lookups of
-        # torch.cuda's names no check watches (attacker round 45).
-        refresh(self.sets, self.masters, seed, renew=self.renew, fresh=self.factory if fresh else None)
+        # Inputs drawn afresh were drawn before the check, by a job on the subject's thread (main's "draw"):
+        # the factory's lookups of torch.cuda's names are in namespaces no check watches, and a hook there ran
+        # on this thread when the refresh drew them. Kept until the next go, which drops them on that thread.
+        self.drawn = [drawn] if drawn is not None else []
+        # `fresh` is the judge's, sent with each prep: a flag of this object's was a slot the subject's code
+        # could set (attacker round 45).
+        if fresh and drawn is None:
+            raise Failure("crashed", "a prep of inputs drawn afresh with no draw before it")
+        refresh(self.sets, self.masters, seed, renew=self.renew, drawn=drawn if fresh else None)
         self.retired = retired
         self.timer.sync()
 
     def go(self) -> dict[str, Any]:
         # What the last sample left (its outputs, the matrices a refresh replaced) is freed inside this
         # sample's window, before its calls (Timer._timed): a callback of the subject's run by the drop is timed.
-        drop = self.retired + (self.outputs if self.graph is None else [])
-        self.retired = []
+        drop = self.retired + self.drawn + (self.outputs if self.graph is None else [])
+        self.retired, self.drawn = [], []
         if self.graph is not None:  # the graph's outputs are rewritten in place by each replay
             seconds = self.timer.replay_sample(self.graph, self.calls, drop)
         else:
@@ -325,8 +328,9 @@ _FIXED: dict[type, tuple[str, ...]] = {
 }
 _TYPED: dict[type, dict[str, tuple[type, ...]]] = {
     Subject: {
-        "sets": (list,), "masters": (list,), "outputs": (list,), "retired": (list,), "calls": (int,),
-        "fresh": (bool,), "tolerance": (tuple,), "graph": (type(None), torch.cuda.CUDAGraph),
+        "sets": (list,), "masters": (list,), "outputs": (list,), "retired": (list,), "drawn": (list,),
+        "calls": (int,),
+        "tolerance": (tuple,), "graph": (type(None), torch.cuda.CUDAGraph),
     },
     timing.Timer: {"last_cpu_share": (float,), "last_descheduled": (bool,), "last_hidden": (bool,)},
     guards.Integrity: {"_counting": (bool,), "_tasks_from": (type(None), int)},
@@ -513,9 +517,10 @@ class SubjectThread:
         result: _T = self._call(fn, args, False)
         return result
 
-    def timed(self, fn: Callable[[], dict[str, Any]]) -> Any:
-        """A timed sample's job: what it returned, for the sealed tail to check and send (not checked here)."""
-        return self._call(fn, (), True)
+    def timed(self, fn: Callable[..., dict[str, Any]], *args: Any) -> Any:
+        """A timed sample's job (or a draw: the judge times it as a sample's refresh): what it returned, for the
+        sealed tail to check and send (not checked here)."""
+        return self._call(fn, args, True)
 
 
 def _handoff(
@@ -672,6 +677,14 @@ def _next_call(
     outs.append(call(fn, clone(inputs), who, timer))
 
 
+def _draw_job(held: list[Any], factory: Callable[[int], list[Any]], seed: int, n: int) -> dict[str, Any]:
+    """A draw's job: the rows in `held` (main reads them after the sealed check, by their exact types), and
+    figures of nothing for the sealed tail's answer."""
+    held[0] = None  # the last draw's rows, if no prep took them, go on this thread
+    held[0] = draw(factory, seed, n)
+    return {"ms_total": 0.0, "descheduled": False, "hidden": False}
+
+
 def _dropped(*held: list[Any]) -> None:
     for values in held:
         values.clear()
@@ -746,8 +759,11 @@ def main() -> None:
     # at Subject.prep, read there before any check): the slot's reader and the method, bound now.
     outputs_of, prep_of = Subject.__dict__["outputs"].__get__, Subject.__dict__["prep"]
 
+    held: list[Any] = [None]  # the rows the last "draw" job made on the subject's thread, for the next prep
+
     def prep_now(seed: int, fresh: bool) -> None:
-        prep_of(subject, seed, fresh)
+        drawn, held[0] = held[0], None
+        prep_of(subject, seed, fresh, drawn)
 
     def arm() -> None:
         """A tiny kernel of ours after the judge's L2 flush: the GPU switches back to this process's context
@@ -825,7 +841,6 @@ def main() -> None:
                         cmd.get("calls"),
                         int(cmd["budget"]),
                         str(cmd.get("graph", "off")),
-                        cmd.get("fresh") is True,
                     ),
                     unhook(None),
                 )
@@ -836,6 +851,18 @@ def main() -> None:
                 # the tail checks the sample's answer and sends it.
                 sample, hooked = on.timed(subject.go), unhook(None)
                 pending = tail(sample, outputs_of(subject), prep_now, arm, None, cmd.get("n"), hooked)
+                if pending is None:
+                    return  # the judge is gone
+                continue
+            elif kind == "draw":
+                # Inputs drawn afresh for the next prep (the judge's word: an operator whose outputs reordering
+                # does not change), by a job on the subject's thread answered as a sample is: the factory's
+                # lookups are in namespaces no check watches. The sealed check runs before main reads them.
+                drew, hooked = (
+                    on.timed(_draw_job, held, subject.factory, int(cmd["seed"]), len(subject.sets)),
+                    unhook(None),
+                )
+                pending = tail(drew, outputs_of(subject), prep_now, arm, None, cmd.get("n"), hooked)
                 if pending is None:
                     return  # the judge is gone
                 continue

@@ -14,7 +14,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 
-def _spy(sets, masters, seed, *, renew=False, fresh=None):
+def _spy(sets, masters, seed, *, renew=False, drawn=None):
     import threading
 
     raise RuntimeError("refresh-ran-on-" + threading.current_thread().name)
