@@ -584,3 +584,32 @@ def test_pinned_slots_are_held_to_their_object_their_types_and_what_they_hold(re
     finally:
         for fd in (to_judge_r, to_judge_w, from_judge_r, from_judge_w):
             os.close(fd)
+
+
+def test_a_job_on_the_subjects_thread_leaves_no_count_toward_a_collection() -> None:
+    """Attacker round 47 filled the collector's young-generation count to one short of a collection in its last
+    call, so that the next job's first allocation set one off (and ran a finalizer of its own) before the
+    sample's clock started. Every job ends with that generation collected: the next starts near zero."""
+    import gc
+
+    from kernelbot.harness import worker
+
+    read, write = os.pipe()
+    kept: list[list[int]] = []
+
+    def fill() -> None:
+        while gc.get_count()[0] < 650:
+            kept.append([])
+
+    enabled = gc.isenabled()
+    gc.disable()
+    gc.collect()  # the count from zero, whatever the tests before left
+    try:
+        on = worker.SubjectThread(write)
+        on(fill)
+        assert len(kept) > 100 and gc.get_count()[0] < 50, gc.get_count()
+    finally:
+        if enabled:
+            gc.enable()
+        os.close(read)
+        os.close(write)

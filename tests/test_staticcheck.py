@@ -372,6 +372,11 @@ BYPASSES = [
         "reads ._module",
         "import warnings\nm = warnings.catch_warnings()._module.sys.modules\n",
     ),
+    (
+        "monkeypatch",
+        "assigns torch.cuda.is_available",
+        "import torch\nsetattr(getattr(torch, 'cu' + 'da'), 'is_' + 'available', print)\n",
+    ),
     ("introspection", "reads .__code__", "f.__code__ = g.__code__\n"),
     ("introspection", "spells 'tb_frame'", "name = 'tb_frame'\n"),
     ("introspection", "spells 'f_globals'", "name = ''.join(['f_', 'glo', 'bals'])\n"),

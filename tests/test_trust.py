@@ -1529,3 +1529,17 @@ def test_inputs_drawn_afresh_are_drawn_on_the_subjects_thread(tmp_path: Path) ->
     )
     # before: `incorrect` (its hook ran on main in every refresh)
     assert ev.ok, (ev.status, ev.reason)
+
+
+def test_a_hook_in_what_the_factory_runs_is_refused(tmp_path: Path) -> None:
+    """Attacker round 48 (reward 3 with the static check on: 2.7x eager, 4.7x compile side by side): a hook at
+    torch.cuda.is_available ran in every draw of inputs afresh, read the seed and sorted the sample's inputs
+    there, inside the slack of the judge's charge on the refresh. Refused by the static check (getattr with a
+    constant name is an attribute) and, with it off, by the sealed check (the factory's modules watched)."""
+    (tmp_path / "op.py").write_text(SORTED)
+    job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
+    settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
+    static = evaluate(job, "candidate", settings, candidate=str(TRUST / "draw_ahead.py"))
+    assert static.status == "rejected" and "assigns torch.cuda.is_available" in (static.reason or ""), static
+    ev = evaluate(job, "candidate", settings, candidate=str(TRUST / "draw_ahead.py"), static_check=False)
+    assert ev.status == "rejected" and "torch.cuda.is_available was replaced" in (ev.reason or ""), ev

@@ -257,13 +257,45 @@ HARNESS_OPS = with_overloads(
 def ops_run_by(fn: Callable[[], Any]) -> set[str]:
     """The ATen operators fn() runs (an input factory, which a refresh that draws inputs afresh runs between
     the timed calls): traced once, before any untrusted code is loaded."""
+    return run_by(fn)[0]
+
+
+def run_by(fn: Callable[[], Any]) -> tuple[set[str], dict[str, types.ModuleType]]:
+    """What fn() runs (an input factory, which a draw of inputs afresh runs between the timed calls), traced
+    once before any untrusted code is loaded: the ATen operators, and the modules whose Python functions it
+    calls (each looks names up in its module's globals at call time: seeding looks up torch.cuda's, and on a
+    machine without CUDA queues its call with a stack formatted by traceback and linecache; attacker round
+    48 replaced torch.cuda.is_available and computed each set's product in the draw)."""
     # The profiler, not a dispatch mode: it sees the operators the factory's kernels call too (randn's
     # normal_), where a kernel of the subject's would run just as well (NESTED_OPS); it names operators, so
     # each is watched with every overload.
+    names: set[str] = set()
+
+    def called(frame: Any, event: str, _: Any) -> None:
+        if event == "call":
+            name = frame.f_globals.get("__name__")
+            if type(name) is str:
+                names.add(name)
+
+    previous = sys.getprofile()
     with torch.autograd.profiler.profile() as profiled:
-        fn()
+        sys.setprofile(called)
+        try:
+            fn()
+        finally:
+            sys.setprofile(previous)
     ran = {e.name.removeprefix("aten::") for e in profiled.function_events if e.name.startswith("aten::")}
-    return set(with_overloads(sorted(ran)))
+    modules = {
+        name: sys.modules[name]
+        for name in sorted(names)
+        if isinstance(sys.modules.get(name), types.ModuleType)
+    }
+    return set(with_overloads(sorted(ran))), modules
+
+
+def _runs_code(value: Any) -> bool:
+    """A value of a traced module's that is code or leads to it: held by identity (data is held by its type)."""
+    return callable(value) or isinstance(value, types.ModuleType)
 
 
 def _harness_kernels(ops: tuple[str, ...]) -> dict[str, str]:
@@ -394,7 +426,7 @@ class Integrity:
     type. A getter of the candidate's put in `_getters` would otherwise run on the main thread."""
 
     __slots__ = (
-        "_alone", "_children", "_classes", "_count_native", "_counting", "_flags", "_getters",
+        "_alone", "_children", "_classes", "_count_native", "_counting", "_data", "_flags", "_getters",
         "_harness_kernels", "_identity", "_kernels", "_kinds", "_modes", "_native", "_ops", "_spaces",
         "_tasks_from", "_threads",
     )  # fmt: skip
@@ -406,12 +438,17 @@ class Integrity:
         *,
         count_native_threads: bool = False,
         ops: set[str] | None = None,
+        traced: dict[str, types.ModuleType] | None = None,
     ) -> None:
         """`extra`: more modules or classes (name -> object) whose attributes must stay as they are.
         `count_native_threads`: threads no Python object stands for are refused too (honest code starts none
         in the sandbox: one thread for torch's CPU work, no compile workers).
         `ops`: more ATen operators the harness runs in this process (the input factory's), watched as
-        HARNESS_OPS are."""
+        HARNESS_OPS are.
+        `traced`: modules whose functions the harness runs (the input factory's, run_by): their functions,
+        classes and modules held by identity, their data by its type (plain data, or the class it had): their
+        state changes honestly (torch.cuda's `_initialized`, linecache's cache), and data of a class of the
+        subject's would run its code where read."""
         frozen = types.MappingProxyType
         self._ops = tuple(sorted(set(HARNESS_OPS) | (ops or set())))
         self._count_native = count_native_threads
@@ -419,8 +456,22 @@ class Integrity:
         self._native = frozenset(native) if native is not None else None
         self._getters = frozen(_watched())
         self._identity = frozen({name: get() for name, get in self._getters.items()})
+        whole = {**_namespaces(), **(extra or {})}
+        partial = {name: obj for name, obj in (traced or {}).items() if name not in whole}
         self._spaces = frozen(
-            {name: (obj, frozen(dict(vars(obj)))) for name, obj in {**_namespaces(), **(extra or {})}.items()}
+            {
+                **{name: (obj, frozen(dict(vars(obj)))) for name, obj in whole.items()},
+                **{
+                    name: (obj, frozen({a: v for a, v in vars(obj).items() if _runs_code(v)}))
+                    for name, obj in partial.items()
+                },
+            }
+        )
+        self._data = frozen(
+            {
+                name: frozen({a: type(v) for a, v in vars(obj).items() if not _runs_code(v)})
+                for name, obj in partial.items()
+            }
         )
         self._classes = frozen({name: type(obj) for name, (obj, _) in self._spaces.items()})
         # Each value's class: an object changed in place keeps its identity (attacker round 28 gave the
@@ -496,8 +547,15 @@ class Integrity:
                     found.append(f"{space}.{attr} was given another class in place")
             if sys.modules.get(space, obj) is not obj and isinstance(obj, types.ModuleType):
                 found.append(f"sys.modules[{space}] was replaced")
+            data: Any = self._data.get(space, {})
             for attr in now.keys() - before.keys():
-                found += _added(space, obj, attr, now[attr])
+                kind = data.get(attr)
+                if kind is None:
+                    found += _added(space, obj, attr, now[attr])
+                elif type(now[attr]) is not kind and not any(
+                    type(now[attr]) is p for p in sealed.PLAIN_VALUES
+                ):
+                    found.append(f"{space}.{attr} was replaced by an object of another class")
         new_kernels = _aten_overrides() - self._kernels
         if new_kernels:
             found.append(

@@ -383,10 +383,23 @@ class _Scanner(ast.NodeVisitor):
         return None
 
     def is_module_path(self, node: ast.expr) -> bool:
-        """Whether the expression is rooted in an imported module (not a local object such as `self`)."""
+        """Whether the expression is rooted in an imported module (not a local object such as `self`), through
+        attributes and `getattr(x, "const")` (attacker round 48 set `getattr(torch, "cu" + "da")`'s
+        is_available so)."""
         root: ast.expr = node
-        while isinstance(root, ast.Attribute):
-            root = root.value
+        while True:
+            if isinstance(root, ast.Attribute):
+                root = root.value
+            elif (
+                isinstance(root, ast.Call)
+                and isinstance(root.func, ast.Name)
+                and root.func.id == "getattr"
+                and len(root.args) >= 2
+                and self.fold(root.args[1]) is not None
+            ):
+                root = root.args[0]
+            else:
+                break
         return isinstance(root, ast.Name) and (
             root.id in self.aliases or root.id in ("builtins", "__builtins__")
         )

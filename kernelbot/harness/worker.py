@@ -120,6 +120,10 @@ class Subject:
         tqdm = sys.modules.get("tqdm")
         if tqdm is not None:
             tqdm.tqdm.monitor_interval = 0
+        # What a draw of inputs afresh runs (the factory): its operators and its modules, watched too.
+        factory_ops, factory_modules = (
+            guards.run_by(lambda: self.op.cases[0].make(0)) if self.name == "candidate" else (set(), {})
+        )
         self.integrity = (
             guards.Integrity(
                 _trusted_namespaces(self.op),
@@ -127,8 +131,8 @@ class Subject:
                 # a graph replay, a side stream) started no thread after its warm-up
                 # (benchmarks/probes/native_threads.py), and a TorchScript fork computed there for 'ok'.
                 count_native_threads=True,
-                # A refresh that draws inputs afresh runs the factory: its operators are watched too.
-                ops=guards.ops_run_by(lambda: self.op.cases[0].make(0)),
+                ops=factory_ops,
+                traced=factory_modules,
             )
             if self.name == "candidate"
             else None
@@ -417,7 +421,7 @@ def _serve(
     done: Any,
     box: list[Any],
     unhook: Callable[[Any], Any],
-    collector: tuple[Callable[[], None], Callable[[], None]],
+    collector: tuple[Callable[[], None], Callable[[], None], Callable[[int], int]],
 ) -> None:
     """The subject's thread: one job at a time from SubjectThread. What a job leaves (its exception, the frame-
     evaluation callback torch sets per thread, torch modes on this thread's stacks, which would run in the
@@ -428,8 +432,11 @@ def _serve(
     code of the subject's): a collection runs on the thread whose allocation set it off, and a finalizer of
     the subject's always pending (a __del__ that makes the next such object) ran on the main thread in its
     own allocations (the guard's reads, the copy, the channel's JSON: finalizer_on_main.py). Main is blocked
-    while a job runs, so every collection, and every finalizer it runs, is this thread's."""
-    collector_on, collector_off = collector
+    while a job runs, so every collection, and every finalizer it runs, is this thread's. Each job ends with a
+    collection of the young generation, so the next one starts with the collector's count at what main
+    allocated meanwhile: attacker round 47 left it one allocation short of a collection, to set one off (and
+    a finalizer of its own that did a sample's work) at the next job's start, before the sample's clock."""
+    collector_on, collector_off, collect = collector
     active_modes = guards.active_modes  # bound: a job can rebind the module's names (round 44 tried this one)
     modes_at_start = active_modes()
     while True:
@@ -452,6 +459,7 @@ def _serve(
         left = [m for m in active_modes() if m not in modes_at_start]
         box.append((result, hooked, left))
         del fn, args, result  # what the job held goes with its answer, not with the next job
+        collect(0)
         collector_off()  # whatever the job did to it (gc.enable raises no audit event)
         done.release()
 
@@ -506,7 +514,7 @@ class SubjectThread:
         box: list[Any] = []
         go.acquire()
         done.acquire()
-        args = (go, done, box, _eval_frame_setter(), (gc.enable, gc.disable))
+        args = (go, done, box, _eval_frame_setter(), (gc.enable, gc.disable, gc.collect))
         thread = threading.Thread(target=_serve, args=args, name="kernelbot-subject", daemon=True)
         thread.start()
         self.checks: list[Callable[[], None]] = []  # sealed.build's verify, appended by main

@@ -1,8 +1,10 @@
-"""The route left open after attacker round 45: for an operator whose inputs the judge has drawn afresh each
-sample (reordering them changes no output), the refresh draws them through the operator's factory, and the
-factory's seeding looks up torch.cuda.is_available, a name in a namespace no check watches. A hook there ran on
-the worker's main thread, after the sealed check (where round 45's rewrote the sealed server's tail). This one
-only tells: it answers wrongly once its hook has run on the main thread, rightly while it runs elsewhere."""
+"""The route left open after attacker round 45: for an operator whose inputs the judge draws afresh each
+sample (reordering them changes no output), the refresh drew them through the operator's factory on the
+worker's main thread, after the sealed check, where a hook in what the factory's seeding runs ran too (round
+45's rewrote the sealed server's tail from there). The draw is a job on the subject's thread now, and the
+modules the factory runs are watched (round 48), so the hook here is hung on an object, not a module: torch's
+lazy seed tracker, which seeding calls on a machine without CUDA. It answers wrongly once its hook has run
+on the main thread, rightly while it runs elsewhere (or not at all: with CUDA, seeding runs at once)."""
 
 import threading
 
@@ -10,15 +12,16 @@ import torch
 from torch import nn
 
 _on_main = []
-_original = torch.cuda.is_available
+_tracker = torch.cuda._lazy_seed_tracker
+_original = _tracker.queue_seed_all
 
 
-def _hook():
+def _hook(*args, **kwargs):
     _on_main.append(threading.get_ident() == threading.main_thread().ident)
-    return _original()
+    return _original(*args, **kwargs)
 
 
-torch.cuda.is_available = _hook
+_tracker.queue_seed_all = _hook
 
 
 class ModelNew(nn.Module):
