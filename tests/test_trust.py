@@ -1543,3 +1543,27 @@ def test_a_hook_in_what_the_factory_runs_is_refused(tmp_path: Path) -> None:
     assert static.status == "rejected" and "assigns torch.cuda.is_available" in (static.reason or ""), static
     ev = evaluate(job, "candidate", settings, candidate=str(TRUST / "draw_ahead.py"), static_check=False)
     assert ev.status == "rejected" and "torch.cuda.is_available was replaced" in (ev.reason or ""), ev
+
+
+SORTINT = (
+    "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+    "        return torch.sort(x).values\n\n\ndef get_inputs():\n    return [torch.randint(0, 1 << 20, (8192,))]\n\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+
+
+def test_what_runs_after_a_draw_learns_nothing_of_its_seed(tmp_path: Path) -> None:
+    """Attacker round 49 (reward 3 with the static check on, 1.20x eager and 1.40x compile side by side): a
+    finalizer of the candidate's ran in the collection that ends each job on the subject's thread, read the
+    draw's seed from torch.initial_seed() and sorted the next sample's first sets ahead. The draw runs with the
+    collector off and ends by seeding afresh; this copy answers wrongly from its precomputed answers."""
+    (tmp_path / "op.py").write_text(SORTINT)
+    job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
+    settings = replace(SETTINGS, min_samples=20, max_samples=20, time_budget_s=10.0)
+    operator = evaluate(job, "operator", settings)
+    assert operator.timing is not None and "afresh" in (operator.timing.sample_note or ""), operator
+    source = (TRUST / "draw_collect.py").read_text().replace("PROBE = 0", "PROBE = 1")
+    (tmp_path / "cand.py").write_text(source)
+    ev = evaluate(job, "candidate", settings, candidate=str(tmp_path / "cand.py"), static_check=False)
+    # before: `incorrect` ("outputs of the timed calls are wrong": its precomputed answers reached them)
+    assert ev.ok, (ev.status, ev.reason)
