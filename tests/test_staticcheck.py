@@ -373,6 +373,11 @@ BYPASSES = [
         "import warnings\nm = warnings.catch_warnings()._module.sys.modules\n",
     ),
     (
+        "dynamic-code",
+        "getattr on torch.storage with a computed name",
+        "import torch\ns = torch.storage\nm = getattr(s, name)\n",
+    ),
+    (
         "monkeypatch",
         "assigns torch.cuda.is_available",
         "import torch\nsetattr(getattr(torch, 'cu' + 'da'), 'is_' + 'available', print)\n",
