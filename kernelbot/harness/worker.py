@@ -293,9 +293,10 @@ class Subject:
         # The matrices a renewing refresh replaces are kept until the next go: dropped in here, a weakref
         # callback of the subject's on one would run inside the refresh (a review's find).
         retired = [t for values in self.sets for t in values] if self.renew else []
-        # Inputs drawn afresh were drawn before the check, by a job on the subject's thread (main's "draw"):
-        # the factory's lookups of torch.cuda's names are in namespaces no check watches, and a hook there ran
-        # on this thread when the refresh drew them. Kept until the next go, which drops them on that thread.
+        # Inputs drawn afresh were drawn before the check, by a job on the subject's thread (main's "draw"): a
+        # hook of the subject's in what the factory runs (torch.cuda's names, round 45; objects it reaches,
+        # which no check holds) ran on this thread when the refresh drew them. Kept until the next go, which
+        # drops them on that thread.
         self.drawn = [drawn] if drawn is not None else []
         # `fresh` is the judge's, sent with each prep: a flag of this object's was a slot the subject's code
         # could set (attacker round 45).
