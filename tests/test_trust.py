@@ -1567,3 +1567,18 @@ def test_what_runs_after_a_draw_learns_nothing_of_its_seed(tmp_path: Path) -> No
     ev = evaluate(job, "candidate", settings, candidate=str(tmp_path / "cand.py"), static_check=False)
     # before: `incorrect` ("outputs of the timed calls are wrong": its precomputed answers reached them)
     assert ev.ok, (ev.status, ev.reason)
+
+
+def test_seeding_a_draw_formats_no_stack(tmp_path: Path) -> None:
+    """Attacker round 50 (reward 3 with the static check on, 1.26x eager and 1.48x compile side by side): a
+    line of torch/random.py in linecache's cache, with a list of the candidate's class, ran in every seeding of
+    a draw (torch.manual_seed formats a stack where CUDA has not started) and sorted the next sample's inputs
+    ahead. The generators are seeded directly; this copy answers wrongly from its precomputed answers."""
+    (tmp_path / "op.py").write_text(SORTINT)
+    job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
+    settings = replace(SETTINGS, min_samples=20, max_samples=20, time_budget_s=10.0)
+    source = (TRUST / "lines_hook.py").read_text().replace("PROBE = 0", "PROBE = 1")
+    (tmp_path / "cand.py").write_text(source)
+    ev = evaluate(job, "candidate", settings, candidate=str(tmp_path / "cand.py"), static_check=False)
+    # before: `incorrect` ("outputs of the timed calls are wrong": its precomputed answers reached them)
+    assert ev.ok, (ev.status, ev.reason)

@@ -99,9 +99,22 @@ def _listed(made: Any) -> list[Any]:
 
 
 def seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
-    if torch.cuda.is_available():
+    """The CPU generator and, where CUDA has started, each GPU's, seeded by their own (C) methods: the states
+    torch.manual_seed leaves, without the Python it runs on the way. It seeds every device module, and where
+    CUDA has not started it queues CUDA's seeding with a stack formatted by traceback and linecache, whose
+    cache a subject can write: attacker round 50 hung code on a line there, which ran in every draw of inputs
+    afresh with the sample's seed set, and sorted the next sample's inputs ahead."""
+    _CPU_GENERATOR.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        for generator in torch.cuda.default_generators:
+            if type(generator) is not _GENERATOR:  # a tuple of the subject's objects would run their code
+                raise RuntimeError("torch.cuda.default_generators holds something other than generators")
+            generator.manual_seed(seed)
+    elif torch.cuda.is_available():  # not started yet (no subject's code runs in such a process): queued
         torch.cuda.manual_seed_all(seed)
+
+
+_CPU_GENERATOR, _GENERATOR = torch.default_generator, torch._C.Generator
 
 
 class Operator:
