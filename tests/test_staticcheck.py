@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch  # noqa: F401  (imported as the harness has it when it scans: the alias rule knows its modules)
 
 from kernelbot.harness.staticcheck import Finding, scan
 
@@ -104,6 +105,12 @@ def test_flags(rule: str, source: str) -> None:
 
 
 HONEST = {
+    "dtype_alias": """
+        import torch
+        DT = torch.float16
+        size = getattr(DT, "itemsize")
+        kind = getattr(DT, name)
+    """,
     "load_inline": """
         import torch
         from torch.utils.cpp_extension import load_inline

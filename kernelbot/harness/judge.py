@@ -538,14 +538,15 @@ class Judge:
                 # `fresh` with every prep: the subject's own flag is a slot its code can set (round 45)
                 prep_ms, _ = self._timed({"cmd": "prep", "seed": seed, "fresh": self.fresh})
             prep_ms += draw_ms  # the judge's own refresh, its floor, draws too
+            trips = self.ping_floor_ms * (2 if self.fresh else 1)  # a draw is a round trip of its own
             if before is not None:
-                excess = charge(prep_ms, self.ping_floor_ms + before, prep_tolerance)
+                excess = charge(prep_ms, trips + before, prep_tolerance)
             else:  # FLOOR_SAMPLES floors exist by now
                 recent = _median(floor_ms[-FLOOR_SAMPLES:])
-                excess = charge(prep_ms, self.ping_floor_ms + recent, prep_tolerance)
+                excess = charge(prep_ms, trips + recent, prep_tolerance)
                 if excess > 0:
                     retake = min(own_refresh(seed), 2 * recent)
-                    excess = charge(prep_ms, self.ping_floor_ms + retake, prep_tolerance)
+                    excess = charge(prep_ms, trips + retake, prep_tolerance)
             if self.device == "cuda":
                 assert self.timer is not None
                 with self.spend("time: flush and arm"):

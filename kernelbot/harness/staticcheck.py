@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -146,13 +148,14 @@ class _Scanner(ast.NodeVisitor):
                     self.docstrings.add(id(first.value))
         self.bound = set(stores)
         self.constants = {k: v for k, v in self.constants.items() if stores.get(k) == 1}
-        # A name bound once to an attribute path of an imported module (`st = torch.storage`) stands for what
-        # the path names, as an import alias does: a computed getattr on it is one on that path (attacker round
-        # 49 found threading through torch.storage so). Not a finding by itself (`F = torch.nn.functional`).
+        # A name bound once to a module reached by attributes of an imported one (`st = torch.storage`) stands
+        # for that module, as an import alias does: a computed getattr on it is one on the module (attacker
+        # round 49 found threading through torch.storage so). Modules only, those this process has imported
+        # (the harness imports torch before it scans): `dt = torch.float16; getattr(dt, name)` stays honest.
         for name, value in self.constants.items():
             if isinstance(value, ast.Attribute) and name not in self.aliases and self.is_module_path(value):
                 dotted = self.dotted(value)
-                if dotted is not None:
+                if dotted is not None and isinstance(sys.modules.get(dotted), types.ModuleType):
                     self.aliases[name] = dotted
 
     # -- constant folding ----------------------------------------------------------------------

@@ -90,7 +90,7 @@ class Subject:
     # server then ran the subject's own function as the refresh, and did the sample's work in it. Values of
     # these slots it can still set; docs/security.md says what that leaves.
     __slots__ = (
-        "calls", "device", "drawn", "factory", "fn", "graph", "integrity", "masters", "name", "op", "outputs",
+        "calls", "device", "factory", "fn", "graph", "integrity", "masters", "name", "op", "outputs",
         "renew", "retired", "sets", "timer", "tolerance", "who",
     )  # fmt: skip
 
@@ -153,7 +153,6 @@ class Subject:
         self.calls = 1
         self.outputs: list[Any] = []
         self.retired: list[Any] = []  # sparse matrices a refresh replaced (renew), dropped in the next go
-        self.drawn: list[Any] = []  # the rows a refresh drew afresh from (prep), dropped in the next go
         self.graph: torch.cuda.CUDAGraph | None = None  # the timed calls, captured (capture())
         self.tolerance = (job.get("atol"), job.get("rtol"))
 
@@ -295,9 +294,9 @@ class Subject:
         retired = [t for values in self.sets for t in values] if self.renew else []
         # Inputs drawn afresh were drawn before the check, by a job on the subject's thread (main's "draw"): a
         # hook of the subject's in what the factory runs (torch.cuda's names, round 45; objects it reaches,
-        # which no check holds) ran on this thread when the refresh drew them. Kept until the next go, which
-        # drops them on that thread.
-        self.drawn = [drawn] if drawn is not None else []
+        # which no check holds) ran on this thread when the refresh drew them. Main holds the rows until the
+        # next draw job drops them on that thread (a slot of this object's was the subject's to fill with
+        # something whose finalizer main would run here: a review's find).
         # `fresh` is the judge's, sent with each prep: a flag of this object's was a slot the subject's code
         # could set (attacker round 45).
         if fresh and drawn is None:
@@ -309,8 +308,8 @@ class Subject:
     def go(self) -> dict[str, Any]:
         # What the last sample left (its outputs, the matrices a refresh replaced) is freed inside this
         # sample's window, before its calls (Timer._timed): a callback of the subject's run by the drop is timed.
-        drop = self.retired + self.drawn + (self.outputs if self.graph is None else [])
-        self.retired, self.drawn = [], []
+        drop = self.retired + (self.outputs if self.graph is None else [])
+        self.retired = []
         if self.graph is not None:  # the graph's outputs are rewritten in place by each replay
             seconds = self.timer.replay_sample(self.graph, self.calls, drop)
         else:
@@ -333,8 +332,7 @@ _FIXED: dict[type, tuple[str, ...]] = {
 }
 _TYPED: dict[type, dict[str, tuple[type, ...]]] = {
     Subject: {
-        "sets": (list,), "masters": (list,), "outputs": (list,), "retired": (list,), "drawn": (list,),
-        "calls": (int,),
+        "sets": (list,), "masters": (list,), "outputs": (list,), "retired": (list,), "calls": (int,),
         "tolerance": (tuple,), "graph": (type(None), torch.cuda.CUDAGraph),
     },
     timing.Timer: {"last_cpu_share": (float,), "last_descheduled": (bool,), "last_hidden": (bool,)},
@@ -687,16 +685,21 @@ def _next_call(
     outs.append(call(fn, clone(inputs), who, timer))
 
 
-def _draw_job(held: list[Any], factory: Callable[[int], list[Any]], seed: int, n: int) -> dict[str, Any]:
+def _draw_job(
+    held: list[Any], factory: Callable[[int], list[Any]], seed: int, n: int, timer: timing.Timer
+) -> dict[str, Any]:
     """A draw's job: the rows in `held` (main reads them after the sealed check, by their exact types), and
     figures of nothing for the sealed tail's answer. The seeds it sets tell the sample's inputs: no collection
     runs a finalizer of the subject's while they are set, and the job ends seeded afresh from the OS, before
     the collection that ends every job (attacker round 49 read torch.initial_seed() in that collection and
     sorted the next sample's inputs ahead)."""
     _COLLECTOR_OFF()
-    held[0] = None  # the last draw's rows, if no prep took them, go on this thread
+    held[1] = False
+    held[0] = None  # the last draw's rows go here, on this thread (the judge's refresh frees its own so)
     held[0] = draw(factory, seed, n)
     seed_all(int.from_bytes(os.urandom(7), "little"))
+    timer.sync()  # drawn on this thread's stream, which the subject may have changed: done before main copies
+    held[1] = True
     return {"ms_total": 0.0, "descheduled": False, "hidden": False}
 
 
@@ -774,10 +777,12 @@ def main() -> None:
     # at Subject.prep, read there before any check): the slot's reader and the method, bound now.
     outputs_of, prep_of = Subject.__dict__["outputs"].__get__, Subject.__dict__["prep"]
 
-    held: list[Any] = [None]  # the rows the last "draw" job made on the subject's thread, for the next prep
+    # The rows the last "draw" job made on the subject's thread and whether a prep has used them: held here
+    # until the next draw job drops them there.
+    held: list[Any] = [None, False]
 
     def prep_now(seed: int, fresh: bool) -> None:
-        drawn, held[0] = held[0], None
+        drawn, held[1] = held[0] if held[1] is True else None, False
         prep_of(subject, seed, fresh, drawn)
 
     def arm() -> None:
@@ -874,7 +879,9 @@ def main() -> None:
                 # does not change), by a job on the subject's thread answered as a sample is: the factory's
                 # lookups are in namespaces no check watches. The sealed check runs before main reads them.
                 drew, hooked = (
-                    on.timed(_draw_job, held, subject.factory, int(cmd["seed"]), len(subject.sets)),
+                    on.timed(
+                        _draw_job, held, subject.factory, int(cmd["seed"]), len(subject.sets), subject.timer
+                    ),
                     unhook(None),
                 )
                 pending = tail(drew, outputs_of(subject), prep_now, arm, None, cmd.get("n"), hooked)

@@ -413,6 +413,7 @@ def side_by_side(
         if (
             settings.deadline is not None
             and r >= MIN_SIDE_BY_SIDE_ROUNDS
+            and r % 2 == 0  # each subject first as often as last
             and began + 1.5 * longest > settings.deadline
         ):
             break  # the run's clock: the rounds done, and their wider interval
