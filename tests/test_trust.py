@@ -1513,13 +1513,21 @@ def test_a_library_that_adds_its_own_audit_hook_is_imported_before_ours(tmp_path
     )
 
 
+SORTED_BY_AN_OBJECT = SORTED.replace(
+    "def get_inputs():\n    return [torch.sort(torch.randint(0, 1000, (4096,))).values]",
+    "class _Maker:\n    def values(self):\n        return torch.sort(torch.randint(0, 1000, (4096,))).values\n\n\n"
+    "MAKER = _Maker()\n\n\ndef get_inputs():\n    return [MAKER.values()]",
+)
+
+
 def test_inputs_drawn_afresh_are_drawn_on_the_subjects_thread(tmp_path: Path) -> None:
     """For an operator whose inputs the judge draws afresh each sample (reordering them changes no output), the
     refresh runs the operator's factory, whose seeding looks up names no check watches (torch.cuda's): a hook
     the candidate set there ran on the worker's main thread after the sealed check (the route round 45 took
     with a forged flag). The draw is a job on the subject's thread now, checked like any other before main
-    reads its tensors; the candidate answers wrongly once its hook has run on the main thread."""
-    (tmp_path / "op.py").write_text(SORTED)
+    reads its tensors. The hook hangs on an object the operator's factory calls (no check holds one); the
+    candidate answers wrongly unless its hook has run, and only off the main thread."""
+    (tmp_path / "op.py").write_text(SORTED_BY_AN_OBJECT)
     job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
     settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
     operator = evaluate(job, "operator", settings)

@@ -382,15 +382,23 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(node, ast.Attribute):
             base = self.dotted(node.value)
             return f"{base}.{node.attr}" if base else None
+        spelt = self.getattr_const(node)
+        if spelt is not None:
+            base = self.dotted(spelt[0])
+            return f"{base}.{spelt[1]}" if base else None
+        return None
+
+    def getattr_const(self, node: ast.expr) -> tuple[ast.expr, str] | None:
+        """`getattr(x, "const")` (the name folded) as (x, name): the attribute path it spells."""
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id == "getattr"
             and len(node.args) >= 2
         ):
-            base, name = self.dotted(node.args[0]), self.fold(node.args[1])
-            if base and name is not None:
-                return f"{base}.{name}"
+            name = self.fold(node.args[1])
+            if name is not None:
+                return node.args[0], name
         return None
 
     def is_module_path(self, node: ast.expr) -> bool:
@@ -399,16 +407,11 @@ class _Scanner(ast.NodeVisitor):
         is_available so)."""
         root: ast.expr = node
         while True:
+            spelt = self.getattr_const(root)
             if isinstance(root, ast.Attribute):
                 root = root.value
-            elif (
-                isinstance(root, ast.Call)
-                and isinstance(root.func, ast.Name)
-                and root.func.id == "getattr"
-                and len(root.args) >= 2
-                and self.fold(root.args[1]) is not None
-            ):
-                root = root.args[0]
+            elif spelt is not None:
+                root = spelt[0]
             else:
                 break
         return isinstance(root, ast.Name) and (

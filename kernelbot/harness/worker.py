@@ -120,12 +120,11 @@ class Subject:
         tqdm = sys.modules.get("tqdm")
         if tqdm is not None:
             tqdm.tqdm.monitor_interval = 0
-        # What a draw of inputs afresh runs (the factory): its operators and its modules, watched too.
-        factory_ops, factory_modules = (
-            guards.run_by(lambda: self.op.cases[0].make(0)) if self.name == "candidate" else (set(), {})
-        )
-        self.integrity = (
-            guards.Integrity(
+        self.integrity: guards.Integrity | None = None
+        if self.name == "candidate":
+            # What a draw of inputs afresh runs (the factory): its operators and its modules, watched too.
+            factory_ops, factory_modules = guards.run_by(lambda: self.op.cases[0].make(0))
+            self.integrity = guards.Integrity(
                 _trusted_namespaces(self.op),
                 # On CUDA too: on an H100, honest CUDA work (eager, matmul, a CuPy kernel, Triton, torch.compile,
                 # a graph replay, a side stream) started no thread after its warm-up
@@ -134,9 +133,6 @@ class Subject:
                 ops=factory_ops,
                 traced=factory_modules,
             )
-            if self.name == "candidate"
-            else None
-        )
         # What the refresh needs of the operator, taken out of it now: the Operator (and its cases) keep
         # instance dictionaries, where a candidate that reached them could leave an object whose __eq__ the
         # refresh's reads would run (a review's find, round 30's route one object on).
