@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from kernelbot.harness import timing
-from kernelbot.harness.judge import GROSS, TOLERANCE, bound, charge, own_clock
+from kernelbot.harness.judge import COPY_TOLERANCE, GROSS, TOLERANCE, Failure, Judge, bound, charge, own_clock
 from kernelbot.harness.timing import (
     HIDDEN_WORK_MARGIN_MS,
     MIN_CPU_SHARE,
@@ -119,6 +120,50 @@ def test_one_sample_far_past_the_judges_clock_counts_that_clock() -> None:
 def test_untimed_steps_are_charged_beyond_their_floor() -> None:
     assert charge(1.0, 1.0, (1.1, 0.2)) == 0.0  # an honest refresh
     assert charge(3.0, 1.0, (1.1, 0.2)) == pytest.approx(1.7)  # work moved into it
+
+
+class _Outputs:
+    """The judge's end of the link with a subject whose answer to `outputs` (one 1 MiB tensor) comes `copy_s`
+    after the question."""
+
+    def __init__(self, copy_s: float) -> None:
+        self.copy_s = copy_s
+
+    def post(self, command: dict[str, Any]) -> int:
+        return 7
+
+    def answer(self, nonce: int, *, max_bytes: int, heard: list[int]) -> tuple[dict[str, Any], list[Any]]:
+        time.sleep(self.copy_s)
+        heard.append(time.perf_counter_ns())
+        spec = {"dtype": "float32", "shape": [512, 512], "strided": False}
+        return {"ok": True, "n": nonce, "outputs": [], "tensors": [spec]}, []
+
+
+@pytest.mark.parametrize("candidate", [True, False])
+def test_work_done_before_the_outputs_copy_is_charged_and_refused_when_it_recurs(candidate: bool) -> None:
+    """Attacker round 52: native code hooked a C function the subject's copy path calls and computed the
+    timed calls' outputs there, after the sample's answer (reward 3). The judge holds the subject's part of
+    the copy to its floor (here 2 ms for 1 MiB, a line through trusted copies): an honest copy is charged
+    nothing; 9 ms is charged beyond COPY_TOLERANCE, and a candidate that late in 3/4 of its rechecks is refused
+    (base and head are PR code, not adversaries of their own verdict: charged only)."""
+    judge = Judge(_Outputs(copy_s=0.002))  # type: ignore[arg-type]
+    judge.candidate = candidate
+    line = [(0.0, 1.0), (float(1 << 20), 2.0), (float(8 << 20), 9.0)]
+    judge.copy_points = {False: line, True: [(x, 5 * y) for x, y in line]}
+    assert [judge._outputs(1)[1] for _ in range(2)] == [0.0] * 2
+    judge._refuse_late_copies()  # nothing to refuse
+    judge.peer = _Outputs(copy_s=0.009)  # type: ignore[assignment]
+    factor, margin = COPY_TOLERANCE["cpu"]
+    late = [judge._outputs(1)[1] for _ in range(7)]
+    assert all(9.0 - factor * 2.0 - margin <= ms <= 9.0 + 50 for ms in late), (
+        late
+    )  # (a loaded runner sleeps longer)
+    if candidate:
+        with pytest.raises(Failure, match="in 7 of 9 rechecks the subject's copy") as failed:
+            judge._refuse_late_copies()
+        assert failed.value.status == "rejected"
+    else:
+        judge._refuse_late_copies()
 
 
 def test_short_samples_count_the_judges_clock_less_only_a_ping() -> None:

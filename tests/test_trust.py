@@ -1152,22 +1152,36 @@ def test_a_native_hook_of_the_workers_reads_is_refused_by_the_static_check(name:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime hole: native code can defer its work past the timed window (docs/security.md)",
-)
-def test_a_native_hook_of_the_workers_reads_earns_nothing_at_run_time(tmp_path: Path) -> None:
-    """The same candidate with the static check off: Python's guards cannot see a hook below Python. Strict:
-    once the outputs are committed inside the judge's clock, this passes and the xfail must go."""
+@pytest.mark.parametrize(("name", "static"), [("got_readv", False), ("method_table_read", True)])
+def test_a_native_hook_of_the_workers_reads_earns_nothing_at_run_time(
+    name: str, static: bool, tmp_path: Path
+) -> None:
+    """Native code that computes the timed calls' outputs in a hook of the worker's reads, after the sample's
+    answer: round 12's GOT slot with the static check off (Python's guards cannot see below Python), and
+    round 52's rewritten method table of `os.read` with it on (reward 3 before: no spelling of the native-patch
+    rule in it). The judge times the subject's copy of a rechecked sample's outputs against its own read of
+    them (Judge._outputs): the work is charged, and late in most rechecks, refused. (Slow: two C++ builds.) On
+    an operator whose outputs' copy outweighs its work (many sets of a tiny product), the copy's allowance
+    still covers the work (docs/security.md, still open): this one's work outweighs its copy."""
     import sysconfig
 
-    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+    if name == "got_readv" and not sysconfig.get_config_var("Py_ENABLE_SHARED"):
         pytest.skip("a statically linked interpreter has no libpython GOT slot to hook")
-    settings = replace(SETTINGS, cache_dir=tmp_path / "caches", timeout_s=300)
-    ev = evaluate(MATMUL, "candidate", settings, candidate=str(TRUST / "got_readv.py"), static_check=False)
+    settings = replace(
+        SETTINGS, cache_dir=tmp_path / "caches", timeout_s=300, max_samples=40, time_budget_s=1.0
+    )
+    job = {**MATMUL, "file": "matmul_384_op.py"}
+    ev = evaluate(job, "candidate", settings, candidate=str(TRUST / f"{name}.py"), static_check=static)
     if ev.status == "build_error":
         pytest.skip(f"the extension did not build here: {ev.reason[:200]}")
-    assert reward(ev, None, None) == -1, ev
+    if ev.status == "ok":  # its hook is not on the path it patched here (its work is then done in the calls)
+        honest = evaluate(job, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
+        assert honest.timing is not None and ev.timing is not None
+        assert ev.timing.median_ms > 0.8 * honest.timing.median_ms, (ev.timing, honest.timing)
+        return
+    # before: ok, 17.6x eager side by side (round 52's, by `kernelbot check`)
+    assert ev.status == "rejected" and "copy of a timed sample's outputs took" in ev.reason, ev
+    assert reward(ev, None, None) == -1
 
 
 @pytest.mark.parametrize("share", [0.0, 2.0])
@@ -1549,6 +1563,8 @@ def test_a_hook_in_what_the_factory_runs_is_refused(tmp_path: Path) -> None:
     settings = replace(SETTINGS, min_samples=10, max_samples=10, time_budget_s=10.0)
     static = evaluate(job, "candidate", settings, candidate=str(TRUST / "draw_ahead.py"))
     assert static.status == "rejected" and "assigns torch.cuda.is_available" in (static.reason or ""), static
+    if DEVICE == "cuda":  # its precomputed answers are CPU tensors: on CUDA it crashes on its own (H100 run)
+        return
     ev = evaluate(job, "candidate", settings, candidate=str(TRUST / "draw_ahead.py"), static_check=False)
     assert ev.status == "rejected" and "torch.cuda.is_available was replaced" in (ev.reason or ""), ev
 

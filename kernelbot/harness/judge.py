@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import itertools
 import json
 import math
 import os
@@ -78,6 +79,17 @@ REFRESH_EVERY = 16  # the judge's own refresh, past the first FLOOR_SAMPLES samp
 # sample shows as a fast sample, and samples found right are honest, so a median can be forged by at most
 # 1 / FAST_SAMPLE, and that only with partly skipped samples, each rechecked at least at the floor's chance.
 RECHECK_SHARE = 1.5
+# A candidate whose copy of a rechecked sample's outputs runs past LATE_COPY x its floor + a margin in at least
+# this many rechecks, and in three quarters of them, is refused (Judge._outputs). Loose on purpose: the floor is
+# a line through trusted copies of other sizes, and honest copies ran up to ~3x it while the CPU runner was
+# loaded, a few rechecks at a time; a candidate that skips its work has every fast sample rechecked.
+LATE_COPIES = 5
+LATE_COPY = {"cuda": (4.0, 2.0), "cpu": (3.0, 1.0)}
+# Beyond this, a rechecked sample's copy is charged to it (what the median of a batch's charges adds to every
+# sample counts only where most samples were rechecked, as a candidate's that skips its work are).
+COPY_TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.5, 0.3)}
+COPY_PROBE_BYTES = (4096, 1 << 20, 8 << 20)  # the sizes of the copy's floor (Judge._floors)
+COPY_PROBE_COUNT = 16  # and a copy of this many small tensors: what each more tensor costs
 RECHECK_FLOOR = 0.03
 FAST_SAMPLE = 0.9
 # What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
@@ -131,6 +143,17 @@ def charge(step_ms: float, floor_ms: float, tolerance: tuple[float, float]) -> f
     return max(0.0, step_ms - factor * floor_ms - margin)
 
 
+def _along(points: list[tuple[float, float]], x: float) -> float:
+    """The line through (x, y) points sorted by x at `x`: the first y below them, in proportion past them."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / max(x1 - x0, 1e-9)
+    x1, y1 = points[-1]
+    return y1 * x / max(x1, 1e-9)
+
+
 def malformed(exc: link.LinkError) -> Failure:
     """What a message from the subject that breaks the link's rules makes of the evaluation."""
     return Failure("rejected", f"anti-hack check: the subject process sent {exc}")
@@ -167,6 +190,11 @@ class Judge:
         self._plain_samples = 0  # the samples timed so far, for the chance of a random recheck (_time)
         self.timer: timing.Timer | None = None
         self.go_floor_ms = self.ping_floor_ms = self.arm_floor_ms = 0.0
+        # A copy of outputs' floor: (bytes, ms) points of one tensor, contiguous or not, and each more tensor's ms.
+        self.copy_points: dict[bool, list[tuple[float, float]]] = {False: [(0.0, 0.0)], True: [(0.0, 0.0)]}
+        self.copy_per_tensor_ms = 0.0
+        self._outputs_budget = 0  # a timed sample's outputs' bytes at most, a set (a timing's set-up)
+        self._copies: list[tuple[float, float, bool]] = []  # a timing's rechecks: copy ms, floor, late
         self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
         self.fresh = False  # inputs drawn afresh each sample, not reordered (_same_when_reordered)
         self._model64: Any = (
@@ -200,9 +228,11 @@ class Judge:
                 "crashed", "the subject process ended before answering", subject_gone=True
             ) from None
 
-    def collect(self, nonce: int, max_bytes: int = 0) -> tuple[dict[str, Any], list[torch.Tensor]]:
+    def collect(
+        self, nonce: int, max_bytes: int = 0, heard: list[int] | None = None
+    ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         try:
-            answer, tensors = self.peer.answer(nonce, max_bytes=max_bytes)
+            answer, tensors = self.peer.answer(nonce, max_bytes=max_bytes, heard=heard)
         except EOFError:
             raise Failure(
                 "crashed", "the subject process ended before answering", subject_gone=True
@@ -259,6 +289,30 @@ class Judge:
                 self.timer.prepare_sample()
                 arms.append(self._timed({"cmd": "arm"})[0])
             self.arm_floor_ms = _median(arms[2:])
+        # A copy of outputs by its bytes, through trusted copies of a few sizes, contiguous and transposed, and
+        # of many small tensors (Judge._outputs holds each recheck's copy to the line through them).
+        self.copy_points = {
+            strided: [(size, self._copy_probe(size, strided)) for size in COPY_PROBE_BYTES]
+            for strided in (False, True)
+        }
+        many = self._copy_probe(COPY_PROBE_BYTES[0], False, COPY_PROBE_COUNT)
+        self.copy_per_tensor_ms = max(0.0, many - self.copy_points[False][0][1]) / (COPY_PROBE_COUNT - 1)
+
+    def _copy_probe(self, size: int, strided: bool, count: int = 1) -> float:
+        """The subject's time (question to header, ms) for a trusted copy of `count` tensors of `size` bytes,
+        the median of three after a first."""
+        command = {"cmd": "copy_floor", "bytes": size, "strided": strided, "count": count}
+        most = count * (2 * size + (1 << 20))
+        return _median([self._timed_copy(command, most)[1] for _ in range(4)][1:])
+
+    def _timed_copy(
+        self, command: dict[str, Any], max_bytes: int
+    ) -> tuple[tuple[dict[str, Any], list[torch.Tensor]], float]:
+        """An answer with tensors and the subject's part of it (the question to its header), ms."""
+        heard: list[int] = []
+        t0 = _ns()
+        got = self.collect(self.post(command), max_bytes, heard)
+        return got, (heard[0] - t0) / 1e6
 
     # -- commands from the parent -------------------------------------------------------------------
     def load(self, job: dict[str, Any]) -> None:
@@ -492,6 +546,9 @@ class Judge:
             originals = [first] + [case.make(seed + i) for i in range(1, n_sets)]
             # The judge's copy of what the subject's calls are given, refreshed as the subject's is.
             given = [clone(values) for values in originals]
+            # What a sample's outputs may take, a set: read before the sample's references are computed.
+            self._outputs_budget = self._budget(compare.flatten(self._reference(first), "the reference"), 1)
+            self._copies = []
         prep_tolerance = PREP_TOLERANCE[self.device]
         # The subject's refresh is held against the judge's own refresh of the same sets, taken just before
         # it. Past the first FLOOR_SAMPLES samples the judge refreshes its copy only at random, one sample in
@@ -566,12 +623,15 @@ class Judge:
                 fast = not right_ms or per_call < FAST_SAMPLE * _median(right_ms[-64:])
                 if fast or secrets.randbelow(1 << 20) < chance * (1 << 20):
                     # after the sample's window: the subject learns that this sample is rechecked only now
+                    with self.spend("time: recheck"):
+                        outputs, moved = self._outputs(len(given))
+                    excess += moved  # beyond its tolerance: work done after the answer, charged to the sample
                     if given_seed != seed:
                         own_refresh(seed)
                     with self.spend("time: recheck"):
-                        self._recheck(given)
-                    if plain:
-                        right_ms.append(per_call)
+                        self._recheck(given, outputs)
+                    if plain:  # a late copy's charge too: right outputs by work after the answer set no pace
+                        right_ms.append(per_call + (moved / calls if self._copies[-1][2] else 0.0))
                     if self.device == "cuda":
                         torch.cuda.empty_cache()  # the reference's blocks, before the subject's next sample
             return timing.Sample(
@@ -595,10 +655,13 @@ class Judge:
                 "rejected",
                 f"anti-hack check: in {samples.hidden} of {len(samples.times_ms)} samples {HIDDEN_WORK} (work on another stream or thread)",
             )
+        with self.spend("time: recheck"):
+            outputs, _ = self._outputs(len(given))  # the last sample's (one of many: not charged)
         if sent and sent[-1] != given_seed:  # the judge's copy as the last sample's calls saw it
             own_refresh(sent[-1])
         with self.spend("time: recheck"):
-            self._recheck(given)  # the inputs the last sample's calls were given
+            self._recheck(given, outputs)  # the inputs the last sample's calls were given
+        self._refuse_late_copies()
         with self.spend("time: guard"):
             self.ask({"cmd": "guard"})  # once the outputs are the judge's: what the subject left in place
         clocks = [s.clock for s in samples.kept]
@@ -660,13 +723,48 @@ class Judge:
             torch.cuda.synchronize()
         return (_ns() - t0) / 1e6
 
-    def _recheck(self, masters: list[list[Any]]) -> None:
-        """What the timed calls returned, against the reference on the inputs they were given, by the check's
-        own rule (an output the elementwise rule rejects may pass by the float64 one, as in the check)."""
-        asked = self.post({"cmd": "outputs"})  # sent while the references are computed
+    def _outputs(self, n_sets: int) -> tuple[tuple[dict[str, Any], list[torch.Tensor]], float]:
+        """A timed sample's outputs, asked for straight after its answer and read before anything else (the
+        judge's own refresh and references come after). Native code of a candidate's can hook a C function
+        the copy path calls (attacker round 52: `os.read`'s method table, reward 3 with the static check on)
+        and compute the outputs there, after the sample's clock. So the subject's part of the copy (the
+        question to its answer's header) is held to a floor taken before any untrusted code loaded (_floors:
+        a line through trusted copies by bytes and tensors; a copy checks only what it runs, so its cost does
+        not grow with what the subject loads): what it takes beyond COPY_TOLERANCE is charged to the sample (the
+        second value), and a candidate whose copies run far past it in most rechecks is refused
+        (_refuse_late_copies). A fast sample is always rechecked, so such work shows in every
+        sample it helped. The judge reads the pieces in an order of its own (link.py): outputs written into
+        the region while it reads cannot keep ahead of it."""
+        got, copy_ms = self._timed_copy({"cmd": "outputs"}, self._outputs_budget * n_sets)
+        specs = got[0].get("tensors") or []
+        sizes = [link.nbytes_of(spec) for spec in specs]
+        strided = any(isinstance(spec, dict) and spec.get("strided") is True for spec in specs)
+        floor_ms = _along(self.copy_points[strided], sum(sizes)) + self.copy_per_tensor_ms * max(
+            0, len(sizes) - 1
+        )
+        self._copies.append((copy_ms, floor_ms, charge(copy_ms, floor_ms, LATE_COPY[self.device]) > 0))
+        return got, charge(copy_ms, floor_ms, COPY_TOLERANCE[self.device])
+
+    def _refuse_late_copies(self) -> None:
+        """A candidate whose copies of its outputs ran past LATE_COPY in three quarters of the rechecks (at least
+        LATE_COPIES): work after the answer, each time the outputs were asked for. Only a candidate's (as
+        _short)."""
+        late = [(ms, floor) for ms, floor, was_late in self._copies if was_late]
+        if self.candidate and len(late) >= LATE_COPIES and 4 * len(late) >= 3 * len(self._copies):
+            raise Failure(
+                "rejected",
+                f"anti-hack check: in {len(late)} of {len(self._copies)} rechecks the subject's copy of a timed "
+                f"sample's outputs took far longer than a copy of that size (median "
+                f"{_median([ms for ms, _ in late]):.2f} ms against {_median([f for _, f in late]):.2f} ms: work "
+                "done after the sample's answer, outside its clock)",
+            )
+
+    def _recheck(self, masters: list[list[Any]], outputs: tuple[dict[str, Any], list[torch.Tensor]]) -> None:
+        """What the timed calls returned (`_outputs`), against the reference on the inputs they were given, by
+        the check's own rule (an output the elementwise rule rejects may pass by the float64 one, as in the
+        check)."""
+        answer, tensors = outputs
         refs = [self._reference(values) for values in masters]
-        flat = [t for r in refs for t in compare.flatten(r, "the reference")]
-        answer, tensors = self.collect(asked, self._budget(flat, 1))
         described = answer.get("outputs")
         if not isinstance(described, list) or len(described) != len(masters):
             raise Failure("rejected", "anti-hack check: the subject process answered for other input sets")

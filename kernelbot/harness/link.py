@@ -7,7 +7,10 @@ the 2-core CI box, under load, an answer crossed 1.7-1.9x as fast as through the
 (benchmarks/link_throughput.py). The region holds nothing but the subject's own outputs: a subject that
 rewrites it while the judge reads only changes its own answer, which is then checked like any other, and
 one that takes more pages there than its largest answer (memory no RLIMIT_AS counts) is refused at its
-next answer (`check_held`).
+next answer (`check_held`). The judge reads a tensor's bytes in pieces, in an order of its own drawn for
+each answer: a subject that sends its header first and writes its outputs while the judge reads (work after
+a timed sample's answer, which the judge times only up to its own read: Judge._outputs) cannot stay ahead of
+the reader without having written all of them first.
 
 Everything that arrives from the subject is untrusted data: sizes are capped, dtypes and shapes checked,
 and only exact `torch.Tensor` outputs are sent as tensors (anything else is named by its type, as the
@@ -45,6 +48,8 @@ _MAP_FLAGS = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the window's pages in one go
 _PROT_R = mmap.PROT_READ
 _PAGESIZE, _MAP_SHARED, _MADV_REMOVE = mmap.PAGESIZE, mmap.MAP_SHARED, mmap.MADV_REMOVE
 _READ_MAX = 1 << 30  # one pread at most (Linux returns at most ~2 GiB a call)
+# The judge's reads of the region: pieces of this size, in a random order (the module's docstring says why).
+PIECE = {"cpu": 1 << 20, "device": 4 << 20}  # a device copy from pageable memory costs ~10 us more a call
 DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (
@@ -156,17 +161,29 @@ def _pages(nbytes: int) -> int:
     return -(-nbytes // _PAGESIZE) * _PAGESIZE
 
 
+_system_random = secrets.SystemRandom()
+
+
+def _shuffled(nbytes: int, piece: int) -> list[int]:
+    """The starts of `nbytes` cut into pieces, in an order drawn now from the OS's randomness."""
+    starts = list(range(0, nbytes, piece))
+    _system_random.shuffle(starts)
+    return starts
+
+
 def _from_windows(region: int, offset: int, flat: torch.Tensor) -> None:
     """The judge's copy of a tensor's bytes straight onto its device, through read-only mappings of the region
-    a window at a time. Safe for both sides: the region is sealed at its size, so no page of a window can
-    vanish under it; a device copy from pageable memory is synchronous, so the copy is a snapshot."""
-    for start in range(0, flat.numel(), WINDOW):
+    a window at a time, windows and their pieces in a random order. Safe for both sides: the region is sealed
+    at its size, so no page of a window can vanish under it; a device copy from pageable memory is
+    synchronous, so each piece's copy is a snapshot."""
+    for start in _shuffled(flat.numel(), WINDOW):
         part = flat[start : start + WINDOW]
         with _mmap(region, part.numel(), flags=_MAP_FLAGS, prot=_PROT_R, offset=offset + start) as window:
             with warnings.catch_warnings():  # a read-only buffer is what the reading side wants
                 warnings.simplefilter("ignore", UserWarning)
                 mapped = torch.frombuffer(window, dtype=torch.uint8, count=part.numel())
-            part.copy_(mapped)
+            for at in _shuffled(part.numel(), PIECE["device"]):
+                part[at : at + PIECE["device"]].copy_(mapped[at : at + PIECE["device"]])
             del mapped  # the mapping closes only once no tensor views it
 
 
@@ -190,9 +207,15 @@ def check_held(region: int, extent: int) -> None:
 
 
 def receive(
-    fd: int, region: int, deadline: float, max_bytes: int, device: str = "cpu"
+    fd: int,
+    region: int,
+    deadline: float,
+    max_bytes: int,
+    device: str = "cpu",
+    heard: list[int] | None = None,
 ) -> tuple[dict[str, Any], list[torch.Tensor]]:
-    """One message, its tensors copied out of the shared region onto `device` (the receiver's own copies)."""
+    """One message, its tensors copied out of the shared region onto `device` (the receiver's own copies).
+    `heard` gets the moment (perf_counter_ns) the header was in, before any tensor is read."""
     (size,) = LENGTH.unpack(_read(fd, LENGTH.size, deadline))
     if size > MAX_HEADER:
         raise LinkError(f"a header of {size} bytes")
@@ -202,12 +225,14 @@ def receive(
         raise LinkError(f"a header that is not JSON ({type(exc).__name__})") from None
     if not isinstance(header, dict):
         raise LinkError("a header that is not an object")
+    if heard is not None:
+        heard.append(time.perf_counter_ns())
     budget = max_bytes
     specs = header.get("tensors", [])
     if not isinstance(specs, list):
         raise LinkError("a header whose tensors are not a list")
     shapes = [_spec(spec) for spec in specs]
-    sizes = [_prod(shape) * torch.empty((), dtype=dtype).element_size() for dtype, shape in shapes]
+    sizes = [_prod(shape) * dtype.itemsize for dtype, shape in shapes]
     if sum(sizes) > budget:
         raise LinkError(f"tensors of {sum(sizes)} bytes where at most {budget} were due")
     offsets = layout(sizes)
@@ -230,8 +255,14 @@ def receive(
 
 
 def _read_region(region: int, buffer: Any, offset: int) -> None:
-    """The judge's own copy of the bytes at `offset`, read into memory the caller owns (the CPU path)."""
-    view = memoryview(buffer).cast("B")
+    """The judge's own copy of the bytes at `offset`, read into memory the caller owns (the CPU path), its
+    pieces in a random order."""
+    whole = memoryview(buffer).cast("B")
+    for start in _shuffled(len(whole), PIECE["cpu"]):
+        _read_piece(region, whole[start : start + PIECE["cpu"]], offset + start)
+
+
+def _read_piece(region: int, view: memoryview, offset: int) -> None:
     while view:
         try:
             got = os.preadv(region, [view[:_READ_MAX]], offset)
@@ -240,6 +271,12 @@ def _read_region(region: int, buffer: Any, offset: int) -> None:
         if not got:
             raise LinkError("the shared region ended before the tensor did")
         view, offset = view[got:], offset + got
+
+
+def nbytes_of(spec: Any) -> int:
+    """The bytes of a tensor as a header describes it (a header `receive` has taken: its specs are checked)."""
+    dtype, shape = _spec(spec)
+    return _prod(shape) * dtype.itemsize
 
 
 def _spec(spec: Any) -> tuple[torch.dtype, list[int]]:
@@ -281,10 +318,10 @@ class Peer:
         return nonce
 
     def answer(
-        self, nonce: int, *, max_bytes: int = 0, timeout_s: float = 1e9
+        self, nonce: int, *, max_bytes: int = 0, timeout_s: float = 1e9, heard: list[int] | None = None
     ) -> tuple[dict[str, Any], list[torch.Tensor]]:
         deadline = time.monotonic() + timeout_s
-        header, tensors = receive(self.from_fd, self.region, deadline, max_bytes, self.device)
+        header, tensors = receive(self.from_fd, self.region, deadline, max_bytes, self.device, heard)
         self.extent = max(self.extent, sum(_pages(t.numel() * t.element_size()) for t in tensors))
         check_held(self.region, self.extent)
         if header.get("n") != nonce:

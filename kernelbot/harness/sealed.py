@@ -106,16 +106,17 @@ def build(
     something the checks then did not look at before it ran.
     `cuda_memcpy`: CuPy's cudaMemcpy where outputs may be on the GPU (without it, torch's copy).
     `torch_path`: every tensor through torch's copy (tests: the path CUDA without CuPy takes).
-    `watched`: more ATen operators whose kernels each copy holds against those at build: the ones the harness
+    `watched`: more ATen operators whose kernels each check holds against those at build: the ones the harness
     runs in this process between samples (guards.HARNESS_OPS, the input refresh). A kernel of the subject's
     in the refresh did a sample's work there, where the clock charges only beyond the judge's own refresh, and
-    removed itself when the guard first read a name (attacker round 21): a copy of any sample may be asked
-    for, so such a kernel must be gone before each sample's outputs are read, and nothing of the subject's
-    runs between a copy and the next refresh to put it back.
+    removed itself when the guard first read a name (attacker round 21): every refresh runs right after a
+    check in this server, and nothing of the subject's runs between them to put such a kernel back. A copy
+    checks only what it runs itself (the modes, its own operators' kernels: `ready`), so that its cost is
+    the same before and after the subject loads and the judge can time it against a floor.
     `spaces`: the guard's snapshot of the namespaces the harness looks names up in (guards.Integrity.sealed):
     (name, object, its class, its live dict or mapping proxy, (attribute, value, its class) triples). Each
-    copy holds them to it too: a replacement the refresh calls (builtins.zip, attacker round 23) must then be
-    gone whenever a copy may come, and so must a value given another class in place (swap_tensors, round 28). `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
+    check holds them to it too: a replacement the refresh calls (builtins.zip, attacker round 23) must then be
+    gone before each refresh, and so must a value given another class in place (swap_tensors, round 28). `rewrap_code`: the code of torch's _disable_dynamo wrapper, which importing
     torch._dynamo puts around torch.manual_seed (not a replacement).
     `pinned`: slots of the harness's own objects in this process (worker.pins: the Subject's, the Timer's,
     the Integrity's), as (label, the slot's member descriptor, the object, its value at build or UNPINNED, the
@@ -197,7 +198,9 @@ def build(
     gc_disable, sigmask = gc.disable, signal.pthread_sigmask
     block, set_mask, all_signals = signal.SIG_BLOCK, signal.SIG_SETMASK, signal.valid_signals()
     memcpy, owner = cuda_memcpy, getpid()
-    dump, ops, skipped = torch._C._dispatch_dump, tuple(sorted(set(TORCH_PATH_OPS) | set(watched))), META_KEYS
+    dump, skipped = torch._C._dispatch_dump, META_KEYS
+    # The copy's own operators apart from the refresh's: a copy checks only what it runs (below, `ready`).
+    copy_ops, other_ops = tuple(sorted(TORCH_PATH_OPS)), tuple(sorted(set(watched) - set(TORCH_PATH_OPS)))
     # The collector's callbacks (this list is the one the collector calls: rebinding gc.callbacks does not
     # change it) run inside whichever harness step happens to allocate.
     collector_callbacks = gc.callbacks
@@ -400,7 +403,7 @@ def build(
                 if len_(found) != len_(held) or any_(a is not b for a, b in zip_(found, held)):
                     raise refused(label + "'s code, defaults or closure was changed")
 
-    def kernels() -> list[tuple[str, str]]:
+    def kernels(ops: tuple[str, ...]) -> list[tuple[str, str]]:
         found = []
         for name in ops:
             try:
@@ -413,7 +416,7 @@ def build(
                     found.append((name, line))
         return found
 
-    registered = kernels()
+    registered = (kernels(copy_ops), kernels(other_ops))
     # The thread's own dispatch-key sets, as they are with no subject code on the stack: dispatch adds them to
     # a tensor's keys (the Python dispatcher left on ran a py_impl kernel of aten::detach: attacker round 20).
     thread_keys = (keys_text(included()), keys_text(excluded()))
@@ -489,49 +492,63 @@ def build(
         module, name = type_module(kind), type_qualname(kind)
         return join(".", [module if type_(module) is str_t else "?", name if type_(name) is str_t else "?"])
 
-    def verify() -> None:
-        """What must be as at build whenever a copy may come (all the checks but the modes', which copy
-        makes first)."""
-        # Each output is read through a plain alias of it (detach, below), and torch's own temporaries die in
-        # here: the kernels of the operators that run must be those seen at build, and no finalizer of the
-        # subject's may hang on torch.Tensor.
-        if (keys_text(included()), keys_text(excluded())) != thread_keys:
-            raise refused("the thread's dispatch keys were changed (the Python dispatcher left on?)")
-        if "__del__" in class_dict(tensor_t):
-            raise refused("torch.Tensor was given a __del__")
-        now = kernels()
-        if now != registered:
-            named = [a[0] for a, b in zip_(now, registered) if a != b]
+    def same_kernels(now: list[tuple[str, str]], then: list[tuple[str, str]]) -> None:
+        if now != then:
+            named = [a[0] for a, b in zip_(now, then) if a != b]
             if not named:  # one list goes on past the other: its next line
-                longer = now if len_(now) > len_(registered) else registered
-                named = [longer[min_(len_(now), len_(registered))][0]]
+                longer = now if len_(now) > len_(then) else then
+                named = [longer[min_(len_(now), len_(then))][0]]
             raise refused(
                 "replaced the kernel of " + named[0] + ", an operator the harness runs in this process (the "
                 "outputs' copy, the input refresh)"
             )
+
+    def ready() -> None:
+        """What the copy itself needs: no Python of the subject's can run in it. Each output is read through a
+        plain alias of it (detach, below), and torch's own temporaries die in here: the kernels of the
+        operators that run must be those seen at build, and no finalizer of the subject's may hang on
+        torch.Tensor. Its cost does not grow with what the subject loaded, so the judge can hold a copy's time
+        to a floor taken before any untrusted code was in (Judge._outputs)."""
+        if (keys_text(included()), keys_text(excluded())) != thread_keys:
+            raise refused("the thread's dispatch keys were changed (the Python dispatcher left on?)")
+        if "__del__" in class_dict(tensor_t):
+            raise refused("torch.Tensor was given a __del__")
+        same_kernels(kernels(copy_ops), registered[0])
         if len_(collector_callbacks) != callbacks_at_build:
             raise refused("a garbage-collector callback was registered (it runs inside the harness's steps)")
         for number, handler in zip_(signal_numbers, handlers_at_build):
             if getsignal(number) is not handler:
                 raise refused("a signal handler was set (it runs inside the harness's steps)")
+
+    def verify() -> None:
+        """What must be as at build before the refresh and at the guard: what a copy needs, the refresh's
+        kernels, and every watched namespace, the warnings' state and the harness's slots (all the checks but
+        the modes', which checked() makes first)."""
+        ready()
+        same_kernels(kernels(other_ops), registered[1])
         namespaces()  # first: it reads sys.modules' keys before any lookup there
         warnings_state()
         slots()
 
-    def checked(when: str) -> None:
-        """No torch mode (checked first: with one active, verify()'s own tensor getters would call into it),
-        then verify()."""
+    def modes_off(when: str) -> None:
+        """No torch mode (checked first: with one active, the checks' own tensor getters would call into it)
+        and no frame-evaluation callback."""
         if function_modes() or dispatch_modes() or any_(mode_at(key) is not None for key in mode_keys):
             raise refused("a torch mode was left active " + when)
         if eval_frame_callback() is not None:
             raise refused("a frame-evaluation callback (PEP 523) was set " + when)
+
+    def checked(when: str) -> None:
+        modes_off(when)
         verify()
 
     def copy(values: list[Any], start: int) -> tuple[list[Any], list[dict[str, Any]], int]:
         """Each value as [is a sequence, item descriptions]; tensors named by dtype and shape and written."""
         # Before any tensor is touched: with a mode on torch's stack, even an exact tensor's getters (layout,
-        # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there).
-        checked("as the outputs were read")
+        # shape, data_ptr) call its Python (attacker round 14 computed the owed outputs there). What the refresh
+        # needs besides is checked before each refresh (the `check` command), not here.
+        modes_off("as the outputs were read")
+        ready()
         described, specs, end = [], [], start
         for value in list_iter(values):
             kind = type_(value)
@@ -577,6 +594,8 @@ def build(
                     spec = {
                         "dtype": remove_prefix(dtype_str(dtype_of(item)), "torch."),
                         "shape": list_t(shape_of(item)),
+                        # gathered element by element: the judge holds the copy to its strided floor
+                        "strided": not is_contiguous(item),
                     }
                     parts.append(spec)
                     specs.append(spec)

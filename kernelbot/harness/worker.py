@@ -15,6 +15,7 @@ import _thread
 import contextlib
 import dis
 import gc
+import math
 import os
 import sys
 import threading
@@ -741,6 +742,8 @@ def main() -> None:
     tail: sealed.Tail | None = None
     verify: sealed.Verify | None = None
     pending: dict[str, Any] | None = None  # a command the sealed server handed back
+    probe: sealed.Copy | None = None  # the copy the judge's floor is taken through (copy_floor)
+    fillers: dict[tuple[int, bool, int], list[torch.Tensor]] = {}  # its trusted outputs, dropped at load
     # Bound here, out of the subject's reach like the tail (which turns the collector off whenever it serves,
     # so no finalizer of the subject's runs in a refresh). A check's calls and a timing's set-up collect,
     # where no sample's inputs are known yet.
@@ -829,7 +832,21 @@ def main() -> None:
                 calls = int(cmd["calls"])  # on the subject's thread, as its samples will be
                 seconds, _ = on(timer.one_sample, torch.Tensor.add_, [[tick, 1]], calls)
                 answer = {"ok": True, "ms_total": seconds * 1e3 * calls}
+            elif kind == "copy_floor" and subject is None and timer is not None:
+                # The judge's floor for a copy of outputs, before any untrusted code is loaded: trusted bytes
+                # through a sealed copy built as a candidate's is, whose checks cost what its will (`ready`).
+                if probe is None:
+                    probe = sealed.build(region, to_judge, from_judge, link.cuda_memcpy)[0]
+                # made once a kind (the judge drops the first copy of each), so not timed after
+                shape = (int(cmd["bytes"]), cmd.get("strided") is True, int(cmd.get("count", 1)))
+                if shape not in fillers:
+                    side = max(1, math.isqrt(shape[0] // 4))  # float32, square: transposed if strided
+                    trusted = [torch.zeros(side, side, device=timer.device) for _ in range(shape[2])]
+                    fillers[shape] = [t.t() for t in trusted] if shape[1] else trusted
+                described, specs, _ = _sealed(probe, fillers[shape], 0)
+                answer = {"ok": True, "outputs": described}
             elif kind == "load" and timer is not None:
+                fillers.clear()
                 seed_all(0)
                 loaded, hooked = Subject(cmd["job"], timer, seal, on), unhook(None)
                 _unhooked(hooked)
