@@ -1170,18 +1170,27 @@ def test_a_native_hook_of_the_workers_reads_earns_nothing_at_run_time(
     settings = replace(
         SETTINGS, cache_dir=tmp_path / "caches", timeout_s=300, max_samples=40, time_budget_s=1.0
     )
-    job = {**MATMUL, "file": "matmul_384_op.py"}
+    # A 384x384 product (round 52's): its work outweighs its output's copy.
+    (tmp_path / "op.py").write_text(
+        (OPS / "matmul_op.py").read_text().replace("M, K, N = 64, 96, 80", "M, K, N = 384, 384, 384")
+    )
+    job = {**MATMUL, "root": str(tmp_path), "file": "op.py"}
     ev = evaluate(job, "candidate", settings, candidate=str(TRUST / f"{name}.py"), static_check=static)
     if ev.status == "build_error":
         pytest.skip(f"the extension did not build here: {ev.reason[:200]}")
     if ev.status == "ok":  # its hook is not on the path it patched here (its work is then done in the calls)
-        honest = evaluate(job, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
-        assert honest.timing is not None and ev.timing is not None
-        assert ev.timing.median_ms > 0.8 * honest.timing.median_ms, (ev.timing, honest.timing)
+        _no_faster_than_honest(ev, job, settings, 0.8)
         return
     # before: ok, 17.6x eager side by side (round 52's, by `kernelbot check`)
     assert ev.status == "rejected" and "copy of a timed sample's outputs took" in ev.reason, ev
     assert reward(ev, None, None) == -1
+
+
+def _no_faster_than_honest(ev: Evaluation, job: dict[str, Any], settings: Settings, share: float) -> None:
+    """An attack that ended `ok`: its median at least `share` of the honest candidate's on the same job."""
+    honest = evaluate(job, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
+    assert ev.timing is not None and honest.timing is not None
+    assert ev.timing.median_ms > share * honest.timing.median_ms, (ev.timing, honest.timing)
 
 
 @pytest.mark.parametrize("share", [0.0, 2.0])
@@ -1219,9 +1228,7 @@ def test_a_sample_faster_than_the_samples_found_right_is_rechecked(
         # when the GPU waits on it, and 0.3 ms is longer than a whole sample of this small matmul on an H100:
         # the skipped samples are slow ones, which the fast rule rightly leaves alone. What must hold: twelve
         # skipped samples of forty do not move the verdict.
-        honest = evaluate(MATMUL, "candidate", settings, candidate=str(HONEST / "matmul_plain.py"))
-        assert ev.timing is not None and honest.timing is not None
-        assert ev.timing.median_ms > 0.95 * honest.timing.median_ms, (ev.timing, honest.timing)
+        _no_faster_than_honest(ev, MATMUL, settings, 0.95)
         return
     assert ev.status == "incorrect" and "outputs of the timed calls are wrong" in ev.reason, ev
     assert reward(ev, None, None) == -1
