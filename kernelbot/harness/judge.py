@@ -89,7 +89,8 @@ LATE_COPY = {"cuda": (4.0, 2.0), "cpu": (3.0, 1.0)}
 # sample counts only where most samples were rechecked, as a candidate's that skips its work are).
 COPY_TOLERANCE = {"cuda": (1.5, 0.5), "cpu": (1.5, 0.3)}
 COPY_PROBE_BYTES = (4096, 1 << 20, 8 << 20)  # the sizes of the copy's floor (Judge._floors)
-COPY_PROBE_COUNT = 16  # and a copy of this many small tensors: what each more tensor costs
+COPY_PROBE_COUNT = 256  # and a copy of this many small tensors: what each more tensor costs (a sample of
+# a tiny operator answers for up to 1024 sets; 16 understated it 4x, its header's JSON and a mapping each)
 RECHECK_FLOOR = 0.03
 FAST_SAMPLE = 0.9
 # What the subject may say of its own failure. Not operator_error: the judge loads the operator first and
