@@ -196,6 +196,9 @@ class Judge:
         self.copy_per_tensor_ms = 0.0
         self._outputs_budget = 0  # a timed sample's outputs' bytes at most, a set (a timing's set-up)
         self._copies: list[tuple[float, float, bool]] = []  # a timing's rechecks: copy ms, floor, late
+        self._strided_reference = self._strided_said = (
+            False  # outputs not contiguous: the operator's, the subject's
+        )
         self._most_calls = timing.MAX_CALLS_PER_SAMPLE  # a timing's cap, one input set a call (_time)
         self.fresh = False  # inputs drawn afresh each sample, not reordered (_same_when_reordered)
         self._model64: Any = (
@@ -547,9 +550,13 @@ class Judge:
             originals = [first] + [case.make(seed + i) for i in range(1, n_sets)]
             # The judge's copy of what the subject's calls are given, refreshed as the subject's is.
             given = [clone(values) for values in originals]
-            # What a sample's outputs may take, a set: read before the sample's references are computed.
-            self._outputs_budget = self._budget(compare.flatten(self._reference(first), "the reference"), 1)
-            self._copies = []
+            # What a sample's outputs may take, a set: read before the sample's references are computed; and
+            # whether the operator's own outputs are strided (only then is a copy held to the strided floor:
+            # that a tensor was strided is the subject's word, and its floor is ~10x the contiguous one's).
+            reference = compare.flatten(self._reference(first), "the reference")
+            self._outputs_budget = self._budget(reference, 1)
+            self._strided_reference = any(not t.is_contiguous() for t in reference)
+            self._copies, self._strided_said = [], False
         prep_tolerance = PREP_TOLERANCE[self.device]
         # The subject's refresh is held against the judge's own refresh of the same sets, taken just before
         # it. Past the first FLOOR_SAMPLES samples the judge refreshes its copy only at random, one sample in
@@ -739,7 +746,9 @@ class Judge:
         got, copy_ms = self._timed_copy({"cmd": "outputs"}, self._outputs_budget * n_sets)
         specs = got[0].get("tensors") or []
         sizes = [link.nbytes_of(spec) for spec in specs]
-        strided = any(isinstance(spec, dict) and spec.get("strided") is True for spec in specs)
+        said = any(isinstance(spec, dict) and spec.get("strided") is True for spec in specs)
+        self._strided_said |= said
+        strided = said and self._strided_reference
         floor_ms = _along(self.copy_points[strided], sum(sizes)) + self.copy_per_tensor_ms * max(
             0, len(sizes) - 1
         )
@@ -757,7 +766,13 @@ class Judge:
                 f"anti-hack check: in {len(late)} of {len(self._copies)} rechecks the subject's copy of a timed "
                 f"sample's outputs took far longer than a copy of that size (median "
                 f"{_median([ms for ms, _ in late]):.2f} ms against {_median([f for _, f in late]):.2f} ms: work "
-                "done after the sample's answer, outside its clock)",
+                "done after the sample's answer, outside its clock)"
+                + (
+                    "; it returned non-contiguous outputs where the operator's are contiguous, which are copied "
+                    "element by element: return them contiguous"
+                    if self._strided_said and not self._strided_reference
+                    else ""
+                ),
             )
 
     def _recheck(self, masters: list[list[Any]], outputs: tuple[dict[str, Any], list[torch.Tensor]]) -> None:
