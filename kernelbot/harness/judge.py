@@ -293,8 +293,11 @@ class Judge:
                 self.timer.prepare_sample()
                 arms.append(self._timed({"cmd": "arm"})[0])
             self.arm_floor_ms = _median(arms[2:])
-        # A copy of outputs by its bytes, through trusted copies of a few sizes, contiguous and transposed, and
-        # of many small tensors (Judge._outputs holds each recheck's copy to the line through them).
+
+    def _copy_floors(self) -> None:
+        """A copy of outputs by its bytes, through trusted copies of a few sizes, contiguous and transposed, and
+        of many small tensors (Judge._outputs holds a candidate's rechecked copies to the line through them).
+        Taken as a candidate's load begins, before its file is sent: only a candidate's copies are held to it."""
         self.copy_points = {
             strided: [(size, self._copy_probe(size, strided)) for size in COPY_PROBE_BYTES]
             for strided in (False, True)
@@ -304,10 +307,10 @@ class Judge:
 
     def _copy_probe(self, size: int, strided: bool, count: int = 1) -> float:
         """The subject's time (question to header, ms) for a trusted copy of `count` tensors of `size` bytes,
-        the median of three after a first."""
+        the median of two after a first."""
         command = {"cmd": "copy_floor", "bytes": size, "strided": strided, "count": count}
         most = count * (2 * size + (1 << 20))
-        return _median([self._timed_copy(command, most)[1] for _ in range(4)][1:])
+        return _median([self._timed_copy(command, most)[1] for _ in range(3)][1:])
 
     def _timed_copy(
         self, command: dict[str, Any], max_bytes: int
@@ -330,6 +333,8 @@ class Judge:
         self.atol, self.rtol = job.get("atol"), job.get("rtol")
         self.who = "the candidate" if job["subject"] == "candidate" else f"the {job['subject']} subject"
         self.candidate = job["subject"] == "candidate"  # the adversary of the verdict (docs/security.md)
+        if self.candidate:
+            self._copy_floors()  # nothing untrusted is in the subject process until the load below
         audit.install(audit.locations(job))
         # The subject loads (imports, builds, compiles) while the judge loads the operator: a fault of the
         # judge's own load is still found and reported first, the subject's answer read only after it.
@@ -639,7 +644,7 @@ class Judge:
                     with self.spend("time: recheck"):
                         self._recheck(given, outputs)
                     if plain:  # a late copy's charge too: right outputs by work after the answer set no pace
-                        right_ms.append(per_call + (moved / calls if self._copies[-1][2] else 0.0))
+                        right_ms.append(per_call + (moved / calls if moved and self._copies[-1][2] else 0.0))
                     if self.device == "cuda":
                         torch.cuda.empty_cache()  # the reference's blocks, before the subject's next sample
             return timing.Sample(
@@ -752,6 +757,8 @@ class Judge:
         floor_ms = _along(self.copy_points[strided], sum(sizes)) + self.copy_per_tensor_ms * max(
             0, len(sizes) - 1
         )
+        if not self.candidate:  # base and head are PR code, not adversaries of their own verdict (as _short)
+            return got, 0.0
         self._copies.append((copy_ms, floor_ms, charge(copy_ms, floor_ms, LATE_COPY[self.device]) > 0))
         return got, charge(copy_ms, floor_ms, COPY_TOLERANCE[self.device])
 
@@ -760,7 +767,7 @@ class Judge:
         LATE_COPIES): work after the answer, each time the outputs were asked for. Only a candidate's (as
         _short)."""
         late = [(ms, floor) for ms, floor, was_late in self._copies if was_late]
-        if self.candidate and len(late) >= LATE_COPIES and 4 * len(late) >= 3 * len(self._copies):
+        if len(late) >= LATE_COPIES and 4 * len(late) >= 3 * len(self._copies):
             raise Failure(
                 "rejected",
                 f"anti-hack check: in {len(late)} of {len(self._copies)} rechecks the subject's copy of a timed "
