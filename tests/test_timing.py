@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import pytest
+import torch
 
 from kernelbot.harness import timing
 from kernelbot.harness.judge import COPY_TOLERANCE, GROSS, TOLERANCE, Failure, Judge, bound, charge, own_clock
@@ -136,7 +137,7 @@ class _Outputs:
         time.sleep(self.copy_s)
         heard.append(time.perf_counter_ns())
         spec = {"dtype": "float32", "shape": [512, 512], "strided": False}
-        return {"ok": True, "n": nonce, "outputs": [], "tensors": [spec]}, []
+        return {"ok": True, "n": nonce, "outputs": [], "tensors": [spec]}, [torch.empty(512, 512)]
 
 
 @pytest.mark.parametrize("candidate", [True, False])

@@ -81,8 +81,9 @@ REFRESH_EVERY = 16  # the judge's own refresh, past the first FLOOR_SAMPLES samp
 RECHECK_SHARE = 1.5
 # A candidate whose copy of a rechecked sample's outputs runs past LATE_COPY x its floor + a margin in at least
 # this many rechecks, and in three quarters of them, is refused (Judge._outputs). Loose on purpose: the floor is
-# a line through trusted copies of other sizes, and honest copies ran up to ~3x it while the CPU runner was
-# loaded, a few rechecks at a time; a candidate that skips its work has every fast sample rechecked.
+# a line through trusted copies of other sizes, and honest copies ran 1.0-2.2x it on the loaded CPU runner (a
+# 16-tensor probe once understated a 1024-set answer 4x); a candidate that skips its work has every fast
+# sample rechecked.
 LATE_COPIES = 5
 LATE_COPY = {"cuda": (4.0, 2.0), "cpu": (3.0, 1.0)}
 # Beyond this, a rechecked sample's copy is charged to it (what the median of a batch's charges adds to every
@@ -637,14 +638,14 @@ class Judge:
                 if fast or secrets.randbelow(1 << 20) < chance * (1 << 20):
                     # after the sample's window: the subject learns that this sample is rechecked only now
                     with self.spend("time: recheck"):
-                        outputs, moved = self._outputs(len(given))
+                        outputs, moved, late = self._outputs(len(given))
                     excess += moved  # beyond its tolerance: work done after the answer, charged to the sample
                     if given_seed != seed:
                         own_refresh(seed)
                     with self.spend("time: recheck"):
                         self._recheck(given, outputs)
                     if plain:  # a late copy's charge too: right outputs by work after the answer set no pace
-                        right_ms.append(per_call + (moved / calls if moved and self._copies[-1][2] else 0.0))
+                        right_ms.append(per_call + (moved / calls if late else 0.0))
                     if self.device == "cuda":
                         torch.cuda.empty_cache()  # the reference's blocks, before the subject's next sample
             return timing.Sample(
@@ -669,7 +670,7 @@ class Judge:
                 f"anti-hack check: in {samples.hidden} of {len(samples.times_ms)} samples {HIDDEN_WORK} (work on another stream or thread)",
             )
         with self.spend("time: recheck"):
-            outputs, _ = self._outputs(len(given))  # the last sample's (one of many: not charged)
+            outputs, _, _ = self._outputs(len(given))  # the last sample's (one of many: not charged)
         if sent and sent[-1] != given_seed:  # the judge's copy as the last sample's calls saw it
             own_refresh(sent[-1])
         with self.spend("time: recheck"):
@@ -736,7 +737,7 @@ class Judge:
             torch.cuda.synchronize()
         return (_ns() - t0) / 1e6
 
-    def _outputs(self, n_sets: int) -> tuple[tuple[dict[str, Any], list[torch.Tensor]], float]:
+    def _outputs(self, n_sets: int) -> tuple[tuple[dict[str, Any], list[torch.Tensor]], float, bool]:
         """A timed sample's outputs, asked for straight after its answer and read before anything else (the
         judge's own refresh and references come after). Native code of a candidate's can hook a C function
         the copy path calls (attacker round 52: `os.read`'s method table, reward 3 with the static check on)
@@ -744,13 +745,14 @@ class Judge:
         question to its answer's header) is held to a floor taken before any untrusted code loaded (_floors:
         a line through trusted copies by bytes and tensors; a copy checks only what it runs, so its cost does
         not grow with what the subject loads): what it takes beyond COPY_TOLERANCE is charged to the sample (the
-        second value), and a candidate whose copies run far past it in most rechecks is refused
+        second value; the third says whether it ran past LATE_COPY), and a candidate whose copies run far past it
+        in most rechecks is refused
         (_refuse_late_copies). A fast sample is always rechecked, so such work shows in every
         sample it helped. The judge reads the pieces in an order of its own (link.py): outputs written into
         the region while it reads cannot keep ahead of it."""
         got, copy_ms = self._timed_copy({"cmd": "outputs"}, self._outputs_budget * n_sets)
-        specs = got[0].get("tensors") or []
-        sizes = [link.nbytes_of(spec) for spec in specs]
+        specs, tensors = got[0].get("tensors") or [], got[1]
+        sizes = [t.nelement() * t.element_size() for t in tensors]  # as received: sized and checked by link
         said = any(isinstance(spec, dict) and spec.get("strided") is True for spec in specs)
         self._strided_said |= said
         strided = said and self._strided_reference
@@ -758,9 +760,10 @@ class Judge:
             0, len(sizes) - 1
         )
         if not self.candidate:  # base and head are PR code, not adversaries of their own verdict (as _short)
-            return got, 0.0
-        self._copies.append((copy_ms, floor_ms, charge(copy_ms, floor_ms, LATE_COPY[self.device]) > 0))
-        return got, charge(copy_ms, floor_ms, COPY_TOLERANCE[self.device])
+            return got, 0.0, False
+        late = charge(copy_ms, floor_ms, LATE_COPY[self.device]) > 0
+        self._copies.append((copy_ms, floor_ms, late))
+        return got, charge(copy_ms, floor_ms, COPY_TOLERANCE[self.device]), late
 
     def _refuse_late_copies(self) -> None:
         """A candidate whose copies of its outputs ran past LATE_COPY in three quarters of the rechecks (at least

@@ -273,12 +273,6 @@ def _read_piece(region: int, view: memoryview, offset: int) -> None:
         view, offset = view[got:], offset + got
 
 
-def nbytes_of(spec: Any) -> int:
-    """The bytes of a tensor as a header describes it (a header `receive` has taken: its specs are checked)."""
-    dtype, shape = _spec(spec)
-    return _prod(shape) * dtype.itemsize
-
-
 def _spec(spec: Any) -> tuple[torch.dtype, list[int]]:
     if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
         raise LinkError(f"a tensor description {str(spec)[:80]!r}")
