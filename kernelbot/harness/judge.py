@@ -335,7 +335,8 @@ class Judge:
         self.who = "the candidate" if job["subject"] == "candidate" else f"the {job['subject']} subject"
         self.candidate = job["subject"] == "candidate"  # the adversary of the verdict (docs/security.md)
         if self.candidate:
-            self._copy_floors()  # nothing untrusted is in the subject process until the load below
+            with self.spend("start: copy floors"):
+                self._copy_floors()  # nothing untrusted is in the subject process until the load below
         audit.install(audit.locations(job))
         # The subject loads (imports, builds, compiles) while the judge loads the operator: a fault of the
         # judge's own load is still found and reported first, the subject's answer read only after it.
