@@ -142,6 +142,38 @@ def test_the_float64_rule_allows_twice_the_references_error_and_no_more() -> Non
     assert not compare.fp64_rule(golden + 2.2e-3 * noise, ref, golden, torch.float32)[0]
 
 
+def test_an_output_below_atol_is_compared_at_its_own_scale() -> None:
+    """Attacker round 54: a softmax over 4M pixels is ~1e-7 an element, so zeros lay within atol=1e-4 of every
+    element and passed (reward 2, no work). atol counts at most ATOL_SHARE x rtol of the output's RMS now:
+    zeros or a 1% error fail, rounding passes; an output of ordinary scale is judged as before."""
+    gen = torch.Generator().manual_seed(7)
+    probs = torch.softmax(0.5 * torch.randn(1 << 18, generator=gen), 0)  # every element < 5e-5 < atol
+    rounded = torch.softmax(0.5 * torch.randn(1 << 18, generator=gen.manual_seed(7)).double(), 0).float()
+    assert compare.compare(rounded, probs, None, None).max_abs < 1e-9  # another order of the same sums
+    for wrong in (torch.zeros_like(probs), probs * 1.01):
+        assert bool(((wrong - probs).abs() <= 1e-4).all())  # the elementwise rule alone passes both
+        with pytest.raises(
+            compare.Mismatch, match=r"RMS error .* the output's RMS .* compared at its own scale"
+        ):
+            compare.compare(wrong, probs, None, None)
+    ordinary = torch.randn(4096, generator=gen)
+    assert (
+        compare.compare(ordinary + 0.9e-4, ordinary, None, None).max_abs < 1e-4
+    )  # atol's own use: unchanged
+
+
+def test_an_output_below_atol_that_fails_its_scale_may_pass_by_the_float64_rule() -> None:
+    """As the elementwise rule: the scale rule's rejection is rescued where the error is rounding the float32
+    reference shares (cancellation), and not where the output is simply wrong."""
+    golden = torch.linspace(1e-6, 2e-6, 1000, dtype=torch.float64)
+    noise = torch.linspace(-1.0, 1.0, 1000, dtype=torch.float64).sin()
+    ref = (golden + 1e-7 * noise).float()  # a reference only 5% accurate at this scale
+    near = (golden - 1e-7 * noise).float()  # as far from float64 the other way: 20x ref's RMS x rtol
+    assert compare.compare(near, ref, None, None, compare.Golden(lambda: [golden])).by_fp64
+    with pytest.raises(compare.Mismatch, match=r"own scale.*at most 2x passes"):
+        compare.compare(torch.zeros_like(ref), ref, None, None, compare.Golden(lambda: [golden]))
+
+
 @pytest.mark.parametrize("chunk", [7, 1 << 24])
 def test_the_comparison_a_chunk_at_a_time_says_what_the_whole_tensor_says(
     chunk: int, monkeypatch: pytest.MonkeyPatch
