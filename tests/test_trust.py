@@ -1613,3 +1613,76 @@ def test_seeding_a_draw_formats_no_stack(tmp_path: Path) -> None:
     ev = evaluate(job, "candidate", settings, candidate=str(tmp_path / "cand.py"), static_check=False)
     # before: `incorrect` ("outputs of the timed calls are wrong": its precomputed answers reached them)
     assert ev.ok, (ev.status, ev.reason)
+
+
+NCU = """#!/bin/sh
+# Nsight Compute's stand-in: skips its options and runs the program, as ncu does, with the caller's environment.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --launch-skip|--launch-count|--metrics) shift 2;;
+    --*) shift;;
+    *) break;;
+  esac
+done
+exec "$@"
+"""
+
+
+def test_the_llm_agents_nsight_compute_run_is_sandboxed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attacker round 55: the `profile` tool's Nsight Compute pass ran the operator (PR code, never statically
+    checked) and the candidate on the host, with the parent's whole environment: an operator that behaves in
+    the sandbox wrote GITHUB_TOKEN and .git/config out and left a daemon. It runs in the OS sandbox now."""
+    from kernelbot.agents.base import Task
+    from kernelbot.agents.tools import Toolbox
+    from kernelbot.config import PrecisionPolicy
+    from kernelbot.spec import OperatorSpec
+
+    outside, repo = tmp_path / "outside.txt", tmp_path / "repo"
+    (repo / "ops").mkdir(parents=True)
+    (repo / "ops" / "op.py").write_text(
+        "import os, sys\n"
+        f"seen = sorted(k for k in {sorted(SECRETS)!r} if k in os.environ)\n"
+        "try:\n"
+        f"    open({str(outside)!r}, 'w').write(repr(dict(os.environ)))\n"
+        "    wrote = True\n"
+        "except OSError:\n"
+        "    wrote = False\n"
+        "print(f'operator ran: secrets seen {seen}, wrote {wrote}', file=sys.stderr)\n"
+        "sys.exit(3)\n"
+    )
+    tool = tmp_path / "nsight"
+    tool.mkdir()
+    (tool / "ncu").write_text(NCU)
+    (tool / "ncu").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool}:{os.environ['PATH']}")
+    spec = OperatorSpec(name="ops/op", kind="kernelbench", path="ops/op.py")
+    settings = replace(SETTINGS, cache_dir=tmp_path / "cache")
+    task = Task(spec=spec, root=repo, device="cuda", source="", policy=PrecisionPolicy(), settings=settings)
+    toolbox = Toolbox(task, spec.job(repo, "cpu"), settings, tmp_path / "work", eager_ms=1.0, compiled=None)
+    toolbox.call("write_candidate", {"source": (HONEST / "matmul_plain.py").read_text()})
+    assert toolbox.current is not None
+    said = toolbox._ncu_summary(toolbox.current)
+    assert said is not None and "operator ran: secrets seen []" in said, said
+    assert not outside.exists()  # its write (if any) went to the sandbox's private /tmp
+    assert not any(value in said for value in SECRETS.values())
+
+
+def test_the_tracers_answer_is_read_only_from_a_plain_file(tmp_path: Path) -> None:
+    """Attacker round 55's reading: the operator's trace (PR code) writes its answer into a folder it owns; a
+    link there to a file of the runner's was followed by the parent, and a FIFO would have hung it."""
+    from kernelbot.analysis.analyze import _read_answer
+
+    secret, answer = tmp_path / "runner.json", tmp_path / "out.json"
+    secret.write_text('{"ok": true, "facts": {"token": "ghs_x"}}')
+    answer.symlink_to(secret)
+    with pytest.raises(OSError):
+        _read_answer(answer)
+    answer.unlink()
+    os.mkfifo(answer)
+    with pytest.raises(OSError, match="not a plain file"):
+        _read_answer(answer)
+    answer.unlink()
+    answer.write_text('{"ok": true}')
+    assert _read_answer(answer) == '{"ok": true}'

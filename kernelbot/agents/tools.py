@@ -5,19 +5,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernelbot.agents.base import PRECISIONS, Precision, Task, job_at_precision, precision_allowed
 from kernelbot.harness.evaluate import Handle, Settings, evaluate, may_switch_tf32
+from kernelbot.harness.jail import JailUnavailable
 from kernelbot.harness.results import Evaluation, Timing, reward, speedup
+from kernelbot.harness.sandbox import launch, worker_env
 from kernelbot.harness.staticcheck import scan
 
 READ_LIMIT = 20_000  # characters of one file shown to the model
@@ -341,11 +347,14 @@ class Toolbox:
         )
 
     def _ncu_summary(self, attempt: Attempt) -> str | None:
-        """Nsight Compute's view of the candidate's kernels, where `ncu` exists and a GPU runs them."""
+        """Nsight Compute's view of the candidate's kernels, where `ncu` exists and a GPU runs them.
+
+        In the OS sandbox like every run of the operator (PR code) and the candidate: attacker round 55 ran
+        this on the host, where an operator that behaves in the sandbox wrote the parent's GITHUB_TOKEN and
+        .git/config out and left a daemon behind."""
         ncu = shutil.which("ncu")
         if self.task.device != "cuda" or ncu is None or self.task.spec.kind != "kernelbench":
             return None
-        # The candidate already passed the static check and the sandboxed verification above.
         script = (
             "import runpy, torch\n"
             f"op = runpy.run_path({str(self.root / self.task.spec.path)!r})\n"
@@ -356,17 +365,33 @@ class Toolbox:
             "m(*x); torch.cuda.synchronize()\n"
         )
         metrics = "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed"
-        try:
-            done = subprocess.run(
-                [ncu, "--csv", "--launch-skip", "0", "--launch-count", "20", "--metrics", metrics,
-                 sys.executable, "-c", script],
-                capture_output=True, text=True, timeout=min(120.0, self.settings.timeout_s), check=False,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"ncu: not available ({type(exc).__name__})"
-        rows = [line for line in done.stdout.splitlines() if line.startswith('"') and "," in line]
-        if done.returncode != 0 or len(rows) < 2:
-            return "ncu: no counters (" + trim_error(done.stderr or done.stdout, 300).strip() + ")"
+        tool = Path(ncu).resolve().parent  # its install folder (a system one is bound already)
+        caches = None if self.settings.cache_dir is None else self.settings.cache_dir / "candidate"
+        with tempfile.TemporaryDirectory(prefix="kernelbot-ncu-") as tmp:
+            try:
+                proc = launch(
+                    [ncu, "--csv", "--launch-skip", "0", "--launch-count", "20", "--metrics", metrics,
+                     sys.executable, "-c", script],
+                    mode="bwrap" if self.settings.sandbox == "container" else self.settings.sandbox,
+                    env=worker_env(caches, "cuda", self.settings.gpu),
+                    readable=[self.root, attempt.path.parent, *([tool] if len(tool.parts) > 2 else [])],
+                    writable=[Path(tmp), *([caches] if caches is not None else [])],
+                    cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                )  # fmt: skip
+            except (OSError, JailUnavailable) as exc:
+                return f"ncu: not available ({type(exc).__name__})"
+            try:
+                out, err = proc.communicate(timeout=min(120.0, self.settings.timeout_s))
+            except subprocess.TimeoutExpired:
+                return "ncu: timed out"
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        rows = [line for line in stdout.splitlines() if line.startswith('"') and "," in line]
+        if proc.returncode != 0 or len(rows) < 2:
+            return "ncu: no counters (" + trim_error(stderr or stdout, 300).strip() + ")"
         return "ncu (kernel, metric, value):\n" + "\n".join(rows[1:25])
 
     def summary(self) -> dict[str, Any]:

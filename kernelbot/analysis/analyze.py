@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -94,13 +95,23 @@ def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float, sandbox
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         try:
-            result = json.loads(answer.read_text())
+            result = json.loads(_read_answer(answer))
         except (OSError, ValueError) as exc:
             return _failed(f"analysis failed: {exc}")
     if not result.get("ok"):
         return _failed(result.get("error", "analysis failed"))
     facts: dict[str, Any] = result["facts"]
     return facts
+
+
+def _read_answer(path: Path) -> str:
+    """The tracer's answer, a plain file in the folder it could write: not through a link it left there (to a
+    file of the runner's, attacker round 55's reading), nor from a FIFO that would never end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(f"{path.name} is not a plain file")
+        return handle.read().decode()  # its size is held by the sandbox's file-size limit
 
 
 def _failed(why: str) -> dict[str, Any]:
