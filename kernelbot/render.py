@@ -43,6 +43,16 @@ def inline(value: object) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def code(value: object) -> str:
+    """A name from the code under review (an operator's path) as an inline code span: `inline`'s escaping,
+    a run of backticks longer than any inside it (a backtick closed the span and the table row: attacker
+    round 56), and `|` escaped so that a table cell stays one cell."""
+    text = inline(value).replace("|", "\\|")
+    tick = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{tick}{pad}{text}{pad}{tick}"
+
+
 def fence(source: str) -> str:
     """A Markdown code fence longer than any run of backticks in `source`, so the code cannot close it."""
     longest = max((len(run) for run in re.findall(r"`{3,}", source)), default=2)
@@ -59,7 +69,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=jinja2.select_autoescape(["html"]),
     )
-    env.filters.update(ms=fmt_ms, ratio=fmt_ratio, pct=fmt_pct, inline=inline, fence=fence)
+    env.filters.update(ms=fmt_ms, ratio=fmt_ratio, pct=fmt_pct, inline=inline, code=code, fence=fence)
     env.globals["STICKY_MARKER"] = STICKY_MARKER
     return env
 

@@ -144,22 +144,28 @@ def test_the_float64_rule_allows_twice_the_references_error_and_no_more() -> Non
 
 def test_an_output_below_atol_is_compared_at_its_own_scale() -> None:
     """Attacker round 54: a softmax over 4M pixels is ~1e-7 an element, so zeros lay within atol=1e-4 of every
-    element and passed (reward 2, no work). atol counts at most ATOL_SHARE x rtol of the output's RMS now:
-    zeros or a 1% error fail, rounding passes; an output of ordinary scale is judged as before."""
+    element and passed (reward 2, no work). Under the default tolerance atol counts at most ATOL_SHARE x rtol
+    of the output's RMS now: zeros, fp16 rounding or a 1% error fail, float32 rounding passes; an output of
+    ordinary scale keeps the elementwise rule's allowance; an atol the operator declares is left alone."""
     gen = torch.Generator().manual_seed(7)
     probs = torch.softmax(0.5 * torch.randn(1 << 18, generator=gen), 0)  # every element < 5e-5 < atol
     rounded = torch.softmax(0.5 * torch.randn(1 << 18, generator=gen.manual_seed(7)).double(), 0).float()
     assert compare.compare(rounded, probs, None, None).max_abs < 1e-9  # another order of the same sums
-    for wrong in (torch.zeros_like(probs), probs * 1.01):
-        assert bool(((wrong - probs).abs() <= 1e-4).all())  # the elementwise rule alone passes both
+    for wrong in (torch.zeros_like(probs), probs * 1.01, probs.half().float()):
+        assert bool(((wrong - probs).abs() <= 1e-4).all())  # the elementwise rule alone passes each
         with pytest.raises(
             compare.Mismatch, match=r"RMS error .* the output's RMS .* compared at its own scale"
         ):
             compare.compare(wrong, probs, None, None)
-    ordinary = torch.randn(4096, generator=gen)
-    assert (
-        compare.compare(ordinary + 0.9e-4, ordinary, None, None).max_abs < 1e-4
-    )  # atol's own use: unchanged
+        compare.compare(wrong, probs, 1e-4, 1e-4, at_scale=False)  # declared by the operator: its own word
+    # RMS ~0.76, every element 1.5e-4 off in proportion: inside the elementwise rule, and inside the scale
+    # rule only by the atol it allows (with no share of atol it would fail)
+    ordinary = 0.5 + 0.5 * torch.rand(4096, generator=gen)
+    assert compare.compare(ordinary * (1 + 1.5e-4), ordinary, None, None).max_abs < 2e-4
+    loss = torch.tensor(5e-7)  # a scalar loss of near-equal distributions, below atol
+    assert compare.compare(loss * 1.005, loss, None, None).max_abs < 1e-8  # its rounding can be a ratio
+    with pytest.raises(compare.Mismatch, match=r"compared at its own scale"):
+        compare.compare(torch.zeros_like(loss), loss, None, None)
 
 
 def test_an_output_below_atol_that_fails_its_scale_may_pass_by_the_float64_rule() -> None:

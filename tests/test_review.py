@@ -529,6 +529,33 @@ def test_a_report_stored_before_notes_existed_still_renders() -> None:
     assert "| `ops/a` | added |" in text and "**Notes**" not in text
 
 
+def test_an_operators_name_cannot_break_out_of_the_comment() -> None:
+    """Attacker round 56: a PR's file name with a backtick, a pipe, an unclosed HTML comment and the sticky
+    marker closed the table's code span and hid the regression row after it (in the comment, the check run's
+    summary and the weekly report). Names are code spans now: escaped, one line, one cell."""
+    from kernelbot.render import STICKY_MARKER, code, render
+
+    device = {"gpu": None, "cpu": "x", "device": "cpu", "driver": "", "cuda": "", "torch": "2", "cupy": "",
+              "kernelbot": "0"}  # fmt: skip
+    evil = "ops/x` | ✅ safe | <!-- " + STICKY_MARKER + "\n::stop-commands::kb\n@octocat `` y"
+    assert code("a`b") == "``a`b``" and code("`a") == "`` `a ``" and code("a|b") == "`a\\|b`"
+    ops = [
+        {"name": evil, "path": evil + ".py", "change": "added", "base": None, "head": None, "ratio": None,
+         "p_value": None, "verdict": None, "best_candidate": None, "error": "broken <b>", "notes": ["n"]},
+        {"name": "ops/slow", "path": "ops/slow.py", "change": "modified", "base": None, "head": None,
+         "ratio": 4.2, "p_value": 0.001, "verdict": "regression", "best_candidate": None, "error": None},
+    ]  # fmt: skip
+    text = render("comment.md.j2", review={"base": "a" * 40, "head": "b" * 40, "device": device, "run_id": 3,
+                                           "warnings": [], "operators": ops}, summary="1 regression")  # fmt: skip
+    assert text.startswith(STICKY_MARKER) and text.count(STICKY_MARKER) == 1
+    assert "<!--" not in text.replace(STICKY_MARKER, "") and not any(
+        line.startswith("::") for line in text.splitlines()
+    )
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "added" in line]
+    assert len(rows) == 1 and rows[0].replace("\\|", "").count("|") == 11, rows  # 10 cells, one row
+    assert "| `ops/slow` | modified |" in text and "regression" in text.split("`ops/slow`")[1]
+
+
 def test_only_the_operators_a_command_names_are_optimized_and_share_the_agents_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

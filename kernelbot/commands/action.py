@@ -22,7 +22,7 @@ from kernelbot.github.client import GitHub
 from kernelbot.github.gate import REACTIONS, CommandError, Decision, Event, gate
 from kernelbot.github.payload import build_payload, publish, store
 from kernelbot.github.types import GitHubError
-from kernelbot.github.workflow import client, run_url, workflow_command, write_output, write_summary
+from kernelbot.github.workflow import client, log_line, run_url, workflow_command, write_output, write_summary
 from kernelbot.history import Trigger
 from kernelbot.pipeline.optimizers import AgentChoice, AgentKind, check_endpoint, make_optimizer
 from kernelbot.pipeline.pool import GpuPool
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         time_s=args.time_s,
         optimize_only=tuple(names),
         pool=pool,
-        progress=print,
+        progress=lambda line: print(log_line(line)),
     )
     # The workflow's repository, not the clone's remote: the publish job checks the payload against it.
     review.repository = env.get("GITHUB_REPOSITORY") or review.repository

@@ -201,7 +201,9 @@ class GitHub:
     def _find_comment(self, number: int, marker: str) -> Any:
         login = self.bot_login
         for comment in self._repo.get_issue(number).get_comments():
-            if marker in (comment.body or "") and comment.user.login == login:
+            # The body's first line, not anywhere in it: a marker carried by data inside another of the bot's
+            # comments (a PR's file name, attacker round 56) made the sticky comment a command's reply.
+            if (comment.body or "").startswith(marker) and comment.user.login == login:
                 return comment
         return None
 
@@ -209,7 +211,7 @@ class GitHub:
         login = self.bot_login
         # Open and closed; pull requests are listed too, and the marker tells them apart.
         for issue in self._repo.get_issues(state="all"):
-            if marker in (issue.body or "") and issue.user.login == login:
+            if (issue.body or "").startswith(marker) and issue.user.login == login:
                 return issue
         return None
 
@@ -217,8 +219,8 @@ class GitHub:
 
     def upsert_issue(self, title: str, body: str, marker: str) -> str:
         """Edit the bot's issue (open or closed) that carries `marker`, or create it; returns its URL."""
-        if marker not in body:
-            raise ValueError("the issue body must contain its marker")
+        if not body.startswith(marker):
+            raise ValueError("the issue body must start with its marker")
         if len(body) > COMMENT_LIMIT:
             raise GitHubError(f"issue body is {len(body)} characters; GitHub takes at most {COMMENT_LIMIT}")
         existing = self._call("list issues", lambda: self._find_issue(marker))
@@ -237,8 +239,8 @@ class GitHub:
 
     def upsert_comment(self, number: int, body: str, marker: str) -> str:
         """Edit the bot's comment that carries `marker`, or create it; returns its URL. Never duplicates."""
-        if marker not in body:
-            raise ValueError("the comment body must contain its marker")
+        if not body.startswith(marker):
+            raise ValueError("the comment body must start with its marker")
         if len(body) > COMMENT_LIMIT:
             raise GitHubError(f"comment body is {len(body)} characters; GitHub takes at most {COMMENT_LIMIT}")
         existing = self._call(f"list comments of #{number}", lambda: self._find_comment(number, marker))

@@ -13,6 +13,7 @@ from kernelbot.config import Config
 from kernelbot.errors import KernelbotError, UsageError
 from kernelbot.github.client import PERMISSION_RANK, GitHub
 from kernelbot.github.types import PullInfo, parse_time
+from kernelbot.render import code
 
 # NOTE: nothing a commenter writes reaches a shell or git's option parser: the comment is split with
 # shlex in Python, operator names are only compared with detected names, and SHAs come from GitHub.
@@ -64,9 +65,11 @@ def parse_command(body: str) -> Command | None:
             else:
                 agent = value
         elif word.startswith("-"):
-            raise CommandError(f"unknown option {word[:40]!r}; options are --budget N and --agent search|llm")
+            raise CommandError(
+                f"unknown option {code(word[:40])}; options are --budget N and --agent search|llm"
+            )
         elif len(word) > 200 or not all(c.isalnum() or c in "/_.-:" for c in word):
-            raise CommandError(f"{word[:40]!r} is not an operator name")
+            raise CommandError(f"{code(word[:40])} is not an operator name")  # escaped: it is echoed
         else:
             operators.append(word)
     return Command(tuple(operators), budget, agent)

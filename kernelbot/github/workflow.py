@@ -35,6 +35,13 @@ def _escape(value: str, prop: bool = False) -> str:
     return out.replace(":", "%3A").replace(",", "%2C") if prop else out
 
 
+def log_line(text: str) -> str:
+    """A progress line for the Actions log, with names from the code under review in it: one line that starts
+    with kernelbot's own words, so no name can start a `::` workflow command (`::stop-commands::` silenced the
+    bot's own error lines after it: attacker round 56)."""
+    return "kernelbot: " + _escape(text)
+
+
 def workflow_command(kind: str, message: str, **props: Any) -> str:
     """`::error file=…,line=…::message` with GitHub's escaping, so an operator name cannot inject one."""
     args = ",".join(f"{k}={_escape(str(v), True)}" for k, v in props.items())

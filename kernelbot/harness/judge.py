@@ -332,6 +332,7 @@ class Judge:
             self.start(job["device"])
         guards.pin_precision(bool(job.get("allow_tf32")))
         self.atol, self.rtol = job.get("atol"), job.get("rtol")
+        self.at_scale = not job.get("own_atol")  # compare's scale rule, unless the operator declares its atol
         self.who = "the candidate" if job["subject"] == "candidate" else f"the {job['subject']} subject"
         self.candidate = job["subject"] == "candidate"  # the adversary of the verdict (docs/security.md)
         if self.candidate:
@@ -436,10 +437,10 @@ class Judge:
                     with self.spend("check: compare"):
                         out = rebuild(outputs[0], tensors, self.device, self.who)
                         again = rebuild(outputs[1], tensors, self.device, self.who)
-                        err = compare.compare(out, ref, self.atol, self.rtol, golden)
-                        compare.compare(
-                            again, ref, self.atol, self.rtol, golden
-                        )  # same outputs twice, both right
+                        err = compare.compare(out, ref, self.atol, self.rtol, golden, at_scale=self.at_scale)
+                        compare.compare(  # same outputs twice, both right
+                            again, ref, self.atol, self.rtol, golden, at_scale=self.at_scale
+                        )
                 except link.LinkError as exc:
                     raise malformed(exc) from None
                 except compare.MismatchWithError as exc:
@@ -802,7 +803,7 @@ class Judge:
                 )
                 try:
                     out = rebuild(desc, tensors, self.device, self.who)
-                    compare.compare(out, ref, self.atol, self.rtol, golden)
+                    compare.compare(out, ref, self.atol, self.rtol, golden, at_scale=self.at_scale)
                 except link.LinkError as exc:
                     raise malformed(exc) from None
                 except compare.Mismatch as exc:
