@@ -158,7 +158,7 @@ def test_each_operator_of_how_it_was_measured_starts_its_own_line() -> None:
     slower.head.timing.sample_mode = "graph"
     text = review.markdown()
     lines = text.splitlines()
-    mm = next(line for line in lines if line.startswith("- `ops/mm` (ops/mm.py)"))
+    mm = next(line for line in lines if line.startswith("- `ops/mm` (`ops/mm.py`)"))
     assert "head 12 samples × 4 calls (one CUDA graph replay each)" in mm and mm.endswith("24 rounds")
     assert any(line.startswith("- `ops/gelu` (") and line.endswith("8 rounds") for line in lines)
     rebuilt = ReviewResult.from_json(json.loads(json.dumps(review.to_json())))
