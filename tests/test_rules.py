@@ -326,8 +326,8 @@ def test_analysis_facts_are_cached_by_content(tmp_path: Path, monkeypatch: pytes
     first = analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1")
     assert first["rewrites"]["diag_matmul"]["applied"] and "analysis_failed" not in first
     runs: list[object] = []
-    real_launch = analysis.launch
-    monkeypatch.setattr(analysis, "launch", lambda *a, **k: runs.append(a) or real_launch(*a, **k))
+    real_run = analysis.run_jailed
+    monkeypatch.setattr(analysis, "run_jailed", lambda *a, **k: runs.append(a) or real_run(*a, **k))
     assert analysis.analyze_operator(job, ["diag_matmul"], cache_dir=cache, spec_hash="v1") == first
     assert runs == []  # from the cache
     elsewhere = tmp_path / "worktree"  # the same operator checked out elsewhere (a review's worktree)

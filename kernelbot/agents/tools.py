@@ -5,14 +5,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -23,7 +19,7 @@ from kernelbot.agents.base import PRECISIONS, Precision, Task, job_at_precision,
 from kernelbot.harness.evaluate import Handle, Settings, evaluate, may_switch_tf32
 from kernelbot.harness.jail import JailUnavailable
 from kernelbot.harness.results import Evaluation, Timing, reward, speedup
-from kernelbot.harness.sandbox import launch, worker_env
+from kernelbot.harness.sandbox import run_jailed, worker_env
 from kernelbot.harness.staticcheck import scan
 
 READ_LIMIT = 20_000  # characters of one file shown to the model
@@ -369,28 +365,21 @@ class Toolbox:
         caches = None if self.settings.cache_dir is None else self.settings.cache_dir / "candidate"
         with tempfile.TemporaryDirectory(prefix="kernelbot-ncu-") as tmp:
             try:
-                proc = launch(
+                code, out, err = run_jailed(
                     [ncu, "--csv", "--launch-skip", "0", "--launch-count", "20", "--metrics", metrics,
                      sys.executable, "-c", script],
-                    mode="bwrap" if self.settings.sandbox == "container" else self.settings.sandbox,
-                    env=worker_env(caches, "cuda", self.settings.gpu),
+                    sandbox=self.settings.sandbox, env=worker_env(caches, "cuda", self.settings.gpu),
                     readable=[self.root, attempt.path.parent, *([tool] if len(tool.parts) > 2 else [])],
                     writable=[Path(tmp), *([caches] if caches is not None else [])],
-                    cwd=tmp, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    timeout_s=min(120.0, self.settings.timeout_s), cwd=Path(tmp), capture=True,
                 )  # fmt: skip
             except (OSError, JailUnavailable) as exc:
                 return f"ncu: not available ({type(exc).__name__})"
-            try:
-                out, err = proc.communicate(timeout=min(120.0, self.settings.timeout_s))
-            except subprocess.TimeoutExpired:
-                return "ncu: timed out"
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        if code is None:
+            return "ncu: timed out"
         stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
         rows = [line for line in stdout.splitlines() if line.startswith('"') and "," in line]
-        if proc.returncode != 0 or len(rows) < 2:
+        if code != 0 or len(rows) < 2:
             return "ncu: no counters (" + trim_error(stderr or stdout, 300).strip() + ")"
         return "ncu (kernel, metric, value):\n" + "\n".join(rows[1:25])
 

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import os
-import signal
 import stat
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernelbot.harness.sandbox import launch, worker_env
+from kernelbot.harness.sandbox import run_jailed, worker_env
 
 
 @functools.cache
@@ -73,27 +70,15 @@ def _analyze(job: dict[str, Any], rewrites: list[str], timeout_s: float, sandbox
         request.write_text(
             json.dumps({"job": {**job, "root": str(root), "device": "cpu"}, "rewrites": rewrites})
         )
-        # The operator is the pull request's code: traced in the same OS sandbox as every evaluation (with
-        # harness.sandbox: container, bubblewrap on the host: the trace runs on the CPU, reads the tree only,
-        # and what it answers is facts for ordering rules, never a verdict).
-        proc = launch(
+        # The operator is the pull request's code: traced in the OS sandbox (on the CPU, the tree read-only;
+        # what it answers is facts for ordering rules, never a verdict).
+        code, _, _ = run_jailed(
             [sys.executable, "-m", "kernelbot.analysis.tracer", str(request), str(answer)],
-            mode="bwrap" if sandbox == "container" else sandbox,
-            env=worker_env(None, "cpu"),
-            readable=[root],
-            writable=[Path(tmp)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+            sandbox=sandbox, env=worker_env(None, "cpu"), readable=[root], writable=[Path(tmp)],
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        if code is None:
             return _failed(f"analysis timed out after {timeout_s:g} s")
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         try:
             result = json.loads(_read_answer(answer))
         except (OSError, ValueError) as exc:

@@ -146,6 +146,38 @@ def launch(
     )
 
 
+def run_jailed(
+    argv: list[str],
+    *,
+    sandbox: str,
+    env: dict[str, str],
+    readable: list[Path],
+    writable: list[Path],
+    timeout_s: float,
+    cwd: Path | None = None,
+    capture: bool = False,
+) -> tuple[int | None, bytes, bytes]:
+    """Run untrusted `argv` to its end in the OS sandbox of the `harness.sandbox` setting, then kill its whole
+    process group (a daemon it left goes with it). Returns its exit code (None: it ran past `timeout_s`) and,
+    with `capture`, what it printed. For one-off runs outside the judge (the operator's trace, Nsight
+    Compute's profile): with the container setting these take bubblewrap on the host, since what they answer
+    is hints for the search, never a verdict."""
+    out = subprocess.PIPE if capture else subprocess.DEVNULL
+    proc = launch(
+        argv, mode="bwrap" if sandbox == "container" else sandbox, env=env, readable=readable,
+        writable=writable, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, b"", b""
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return proc.returncode, stdout or b"", stderr or b""
+
+
 def _signal_reason(returncode: int) -> str:
     if 128 < returncode < 128 + signal.NSIG:  # bubblewrap passes a signal death on as 128 + the signal
         returncode = 128 - returncode
