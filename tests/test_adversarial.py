@@ -49,6 +49,7 @@ JOBS: dict[str, dict[str, Any]] = {
     "matmul": _kernelbench("matmul_op.py"),
     "relu": _kernelbench("relu_op.py"),
     "spatial_softmax": _kernelbench("spatial_softmax_op.py"),
+    "decayed_rows": _kernelbench("decayed_rows_op.py"),
     # Declared form with two shapes: the timed one (first) and another the candidate never tuned for.
     "scale": {
         "kind": "declared",
@@ -90,6 +91,7 @@ CHEAT_LIST: list[Cheat] = [
     _c("uninit_partial", "relu", "incorrect", r"NaN|outside atol|disagree"),
     _c("constant_output", "relu", "incorrect", r"outside atol"),
     _c("below_atol_zeros", "spatial_softmax", "incorrect", r"compared at its own scale"),
+    _c("decayed_rows_zeros", "decayed_rows", "incorrect", r"over its elements \[160, 0\] to .*own scale"),
     # streams, threads, processes
     _c("side_stream", "matmul", None, "", "stream"),
     _c("thread_defer", "matmul", "rejected|incorrect", r"thread|outside atol", "concurrency"),
@@ -165,6 +167,7 @@ HONEST_LIST: list[tuple[str, str]] = [
     ("relu_clamp", "relu"),
     ("scale_fused", "scale"),
     ("spatial_softmax_exp", "spatial_softmax"),  # outputs below atol, compared at their own scale
+    ("decayed_rows_scaled_first", "decayed_rows"),  # rows below atol under large ones, each run at its scale
     ("relu_inference_only", "relu"),  # the timed calls run without autograd, as the checked ones do
 ]
 

@@ -154,7 +154,7 @@ def test_an_output_below_atol_is_compared_at_its_own_scale() -> None:
     for wrong in (torch.zeros_like(probs), probs * 1.01, probs.half().float()):
         assert bool(((wrong - probs).abs() <= 1e-4).all())  # the elementwise rule alone passes each
         with pytest.raises(
-            compare.Mismatch, match=r"RMS error .* the output's RMS .* compared at its own scale"
+            compare.Mismatch, match=r"RMS error .* the reference's RMS .* compared at its own scale"
         ):
             compare.compare(wrong, probs, None, None)
         compare.compare(wrong, probs, 1e-4, 1e-4, at_scale=False)  # declared by the operator: its own word
@@ -176,8 +176,47 @@ def test_an_output_below_atol_that_fails_its_scale_may_pass_by_the_float64_rule(
     ref = (golden + 1e-7 * noise).float()  # a reference only 5% accurate at this scale
     near = (golden - 1e-7 * noise).float()  # as far from float64 the other way: 20x ref's RMS x rtol
     assert compare.compare(near, ref, None, None, compare.Golden(lambda: [golden])).by_fp64
-    with pytest.raises(compare.Mismatch, match=r"own scale.*at most 2x passes"):
+    with pytest.raises(compare.Mismatch, match=r"own scale.*at most 2x .*, 1 of 1 fail"):
         compare.compare(torch.zeros_like(ref), ref, None, None, compare.Golden(lambda: [golden]))
+
+
+def test_a_region_below_atol_under_a_large_one_is_compared_at_its_own_scale() -> None:
+    """Attacker round 57: rows decaying by 0.9 a position, zeros past row 160 (84% of the output, every zeroed
+    element within atol). Over the whole output the top rows' RMS paid for the zeros; block by block it does
+    not, and the float64 rule over each block does not rescue them. Rounding passes, even where the rows
+    underflow (the float32 reference is itself far off there)."""
+    gen = torch.Generator().manual_seed(3)
+    x, w = torch.randn(1024, 256, generator=gen).double(), torch.randn(256, 256, generator=gen).double() / 16
+    decay = 0.9 ** torch.arange(1024, dtype=torch.float64)
+    golden = (x @ w) * decay[:, None]
+    ref = (x.float() @ w.float()) * decay.float()[:, None]
+    other = (x.float() * decay.float()[:, None]) @ w.float()  # the same product, another rounding
+    zeros = ref.clone()
+    zeros[160:] = 0
+    assert bool(((zeros - ref).abs() <= 1e-4).all())  # the elementwise rule alone passes
+    whole = torch.linalg.vector_norm(zeros - ref) / torch.linalg.vector_norm(ref)
+    assert whole < 1e-6  # and over the whole output the error is nothing
+    with pytest.raises(compare.Mismatch, match=r"over its elements \[160, 0\] to \[175, 255\], the first of"):
+        compare.compare(zeros, ref, None, None)
+    with pytest.raises(compare.Mismatch, match=r"float64 rule over each such run alone .* [1-9]\d* of \d+ fail"):
+        compare.compare(zeros, ref, None, None, compare.Golden(lambda: [golden]))
+    compare.compare(other, ref, None, None, compare.Golden(lambda: [golden]))
+    compare.compare(zeros, ref, 1e-4, 1e-4, at_scale=False)  # an atol the operator declares: its own word
+
+
+def test_the_scale_rule_by_blocks_is_the_same_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks that do not fall on block boundaries (the last block of each chunk is short) find the same
+    first block off its scale."""
+    ref = torch.cat([torch.ones(5000), torch.full((5000,), 1e-7)])
+    out = ref.clone()
+    out[8192:8400] = 0
+    said = []
+    for chunk in (1 << 24, 3000):
+        monkeypatch.setattr(compare, "CHUNK", chunk)
+        with pytest.raises(compare.Mismatch) as caught:
+            compare.compare(out, ref, None, None)
+        said.append(str(caught.value))
+    assert "over its elements [8192] to [9999]" in said[0] and "over its elements [6000] to [8999]" in said[1]
 
 
 @pytest.mark.parametrize("chunk", [7, 1 << 24])
