@@ -198,7 +198,9 @@ def test_a_region_below_atol_under_a_large_one_is_compared_at_its_own_scale() ->
     assert whole < 1e-6  # and over the whole output the error is nothing
     with pytest.raises(compare.Mismatch, match=r"over its elements \[160, 0\] to \[175, 255\], the first of"):
         compare.compare(zeros, ref, None, None)
-    with pytest.raises(compare.Mismatch, match=r"float64 rule over each such run alone .* [1-9]\d* of \d+ fail"):
+    with pytest.raises(
+        compare.Mismatch, match=r"float64 rule over each such run alone .* [1-9]\d* of \d+ fail"
+    ):
         compare.compare(zeros, ref, None, None, compare.Golden(lambda: [golden]))
     compare.compare(other, ref, None, None, compare.Golden(lambda: [golden]))
     compare.compare(zeros, ref, 1e-4, 1e-4, at_scale=False)  # an atol the operator declares: its own word
