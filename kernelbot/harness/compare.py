@@ -134,7 +134,8 @@ def _block_sums(x: torch.Tensor) -> torch.Tensor:
     BLOCK, the last block what is left."""
     full = x.numel() // BLOCK * BLOCK
     sums = x[:full].view(-1, BLOCK).sum(1)
-    return torch.cat([sums, x[full:].sum().reshape(1)]) if full < x.numel() else sums
+    sums = torch.cat([sums, x[full:].sum().reshape(1)]) if full < x.numel() else sums
+    return sums.cpu()  # a few numbers a block, joined with other chunks' and the blocks' sizes on the CPU
 
 
 def _golden_sums(o: torch.Tensor, r: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, ...]:
