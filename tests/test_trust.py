@@ -448,10 +448,12 @@ def test_a_slowed_calibration_does_not_let_the_margin_cover_a_whole_sample(tmp_p
         # On CUDA the attack misses its mark (an H100, 2026-12-06): its count of the check's calls is the
         # CPU's, so the sleeps land outside the calibration, which then chooses honest calls a sample; and
         # the clock it fakes is the CPU timer's, not CUDA's events. The judge then has nothing to choose.
-        assert "the judge chose" in (ev.timing.sample_note or ""), ev.timing
-        assert (
-            ev.timing.calls_per_sample > 1
-        )  # on CUDA its calibration settles on one call (H100, 2026-12-07)
+        if "the judge chose" in (ev.timing.sample_note or ""):
+            assert ev.timing.calls_per_sample > 1, ev.timing
+        else:
+            # On a loaded runner its one-call samples can run past half the calibration's target by the judge's
+            # clock (4.7 ms a call, seen beside another job): not short, so not taken again, and counted whole.
+            assert ev.timing.calls_per_sample == 1, ev.timing
     assert ev.timing.median_ms > 0.5 * honest.timing.median_ms, (ev.timing, honest.timing)
 
 
