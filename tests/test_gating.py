@@ -403,7 +403,9 @@ def test_a_pr_cannot_point_the_model_agent_elsewhere_or_lift_its_caps() -> None:
     assert note is not None and "agent.api_base None → https://attacker.example" in note
 
 
-def test_what_a_commenter_or_a_file_name_says_is_never_a_marker_a_mention_or_a_log_command() -> None:
+def test_what_a_commenter_or_a_file_name_says_is_never_a_marker_a_mention_or_a_log_command(
+    github_api: Any,
+) -> None:
     """Attacker round 56: a stranger's `/kernelbot optimize "<!-- kernelbot:sticky-comment -->"` was echoed in
     the refusal, which the next review then took for its sticky comment (a marker was matched anywhere in a
     body); a file name starting a line with `::stop-commands::` silenced the bot's own error lines."""
@@ -417,16 +419,12 @@ def test_what_a_commenter_or_a_file_name_says_is_never_a_marker_a_mention_or_a_l
     line = workflow.log_line("[1/2] ::stop-commands::kb\n::error::forged (added): measuring")
     assert "\n" not in line and line.startswith("kernelbot: ")
 
-    class Comment:
-        def __init__(self, body: str) -> None:
-            self.body, self.user = body, type("U", (), {"login": "bot"})()
-
-    class Repo:
-        def get_issue(self, number: int) -> Any:
-            comments = [Comment("<!-- kernelbot:sticky-comment -->\n| `<!-- kernelbot:reply:7 -->` |"),
-                        Comment("<!-- kernelbot:reply:7 -->\nrefused")]  # fmt: skip
-            return type("I", (), {"get_comments": lambda self: comments})()
-
-    gh = GitHub.__new__(GitHub)
-    gh._repo, gh._bot_login = Repo(), "bot"
-    assert gh._find_comment(1, "<!-- kernelbot:reply:7 -->").body.endswith("refused")
+    # The bot's sticky comment carries a reply's marker inside a file name; editing the reply finds the reply.
+    gh = GitHub(github_api.repository, github_api.token, github_api.base_url, seconds_between_writes=0)
+    sticky = github_api.add_comment(
+        1, "<!-- kernelbot:sticky-comment -->\n| `<!-- kernelbot:reply:7 -->` |", github_api.bot
+    )
+    reply = github_api.add_comment(1, "<!-- kernelbot:reply:7 -->\nrefused", github_api.bot)
+    gh.upsert_comment(1, "<!-- kernelbot:reply:7 -->\nrefused again", "<!-- kernelbot:reply:7 -->")
+    assert github_api.comments[reply]["body"].endswith("refused again")
+    assert github_api.comments[sticky]["body"].startswith("<!-- kernelbot:sticky-comment -->\n| `")
