@@ -427,6 +427,15 @@ BYPASSES = [
     ("concurrency", "uses os.fork", "import os\nif os.fork() == 0:\n    os.setsid()\n    os.fork()\n"),
     ("concurrency", "uses os.register_at_fork", "import os\nos.register_at_fork(after_in_child=f)\n"),
     ("concurrency", "native code starts threads or processes", "src = 'if (vfork() == 0) execvp(a, b);'\n"),
+    # attacker round 58: a C handler on POSIX timers, code on its own clock with no thread to see
+    (
+        "native-signal",
+        "installs signal handlers",
+        "src = 'struct sigaction sa; sigaction(SIGRTMIN, &sa, 0);'\n",
+    ),
+    ("native-signal", "installs signal handlers", "src = 'sev.sigev_notify = SIGEV_THREAD_ID;'\n"),
+    ("native-signal", "installs signal handlers", "src = 'sched_setaffinity(0, sizeof(s), &s);'\n"),
+    ("native-signal", "installs signal handlers", "src = 'signal(SIGALRM, on_tick); alarm(1);'\n"),
     # a mode or kernel that runs in the harness's own torch calls (tests/adversarial/trust/lazy_*.py)
     ("tensor-subclass", "spells '__torch_function__'", "setattr(M, '__torch_' + 'function__', h)\n"),
     (

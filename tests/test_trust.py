@@ -492,6 +492,32 @@ def test_a_checkout_on_the_runners_python_path_is_not_in_the_sandbox(
     assert ev.status == "crashed" and "unreadable" in ev.reason and token not in ev.reason
 
 
+def test_the_operators_processes_write_compiler_caches_only_never_the_cached_baselines(
+    tmp_path: Path,
+) -> None:
+    """Attacker round 58's reading: the operator's sandbox (PR code) had the whole cache root writable, where
+    the cached eager and torch.compile baselines of every later run are kept (pipeline/baselines.py)."""
+    caches = tmp_path / "caches"
+    forged = caches / "baselines" / "forged.json"
+    forged.parent.mkdir(parents=True)
+    (tmp_path / "op.py").write_text(
+        "import torch\n"
+        f"for path in ({str(forged)!r}, {str(caches / 'inductor' / 'mine')!r}):\n"
+        "    try:\n"
+        "        open(path, 'w').write('{}')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n"
+        "def get_inputs():\n    return [torch.randn(8, 8)]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    job = {"kind": "kernelbench", "root": str(tmp_path), "file": "op.py", "device": "cpu"}
+    ev = evaluate(job, "operator", replace(SETTINGS, cache_dir=caches), time_it=False)
+    assert ev.ok, ev.reason
+    assert not forged.exists()
+    assert (caches / "inductor" / "mine").exists()  # the compiler caches stay writable
+
+
 def test_a_candidate_cannot_choose_its_own_failure_status_or_fields(tmp_path: Path) -> None:
     ev = _attack("blame_operator", tmp_path)
     assert ev.status == "crashed" and not ev.ok  # not "operator_error", not ok

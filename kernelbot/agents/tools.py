@@ -19,7 +19,7 @@ from kernelbot.agents.base import PRECISIONS, Precision, Task, job_at_precision,
 from kernelbot.harness.evaluate import Handle, Settings, evaluate, may_switch_tf32
 from kernelbot.harness.jail import JailUnavailable
 from kernelbot.harness.results import Evaluation, Timing, reward, speedup
-from kernelbot.harness.sandbox import run_jailed, worker_env
+from kernelbot.harness.sandbox import compiler_caches, run_jailed, worker_env
 from kernelbot.harness.staticcheck import scan
 
 READ_LIMIT = 20_000  # characters of one file shown to the model
@@ -370,7 +370,7 @@ class Toolbox:
                      sys.executable, "-c", script],
                     sandbox=self.settings.sandbox, env=worker_env(caches, "cuda", self.settings.gpu),
                     readable=[self.root, attempt.path.parent, *([tool] if len(tool.parts) > 2 else [])],
-                    writable=[Path(tmp), *([caches] if caches is not None else [])],
+                    writable=[Path(tmp), *(compiler_caches(caches) if caches is not None else [])],
                     timeout_s=min(120.0, self.settings.timeout_s), cwd=Path(tmp), capture=True,
                 )  # fmt: skip
             except (OSError, JailUnavailable) as exc:

@@ -498,5 +498,15 @@ NATIVE_PATTERNS: tuple[tuple[str, str, str], ...] = (
         "native code changes memory protection, walks the loaded libraries or calls the kernel directly "
         "(it could rewrite the harness's own calls)",
     ),
+    (
+        # Attacker round 58: a C signal handler driven by POSIX timers ran code of the candidate's on its own
+        # clock (meant to spin while the baselines were timed) with no thread, process or Python handler for
+        # the guard to see. No kernel needs signals, timers or CPU affinity. A spelling list.
+        r"\b(?:sigaction|timer_create|timer_settime|setitimer|ualarm|sched_setaffinity|pthread_setaffinity_np"
+        r"|pthread_kill|tgkill)\s*\(|\b(?:signal|raise|alarm)\s*\(\s*(?:SIG|\d)|\bSIGEV_(?:THREAD_ID|SIGNAL)\b",
+        "native-signal",
+        "native code installs signal handlers, timers or CPU affinity (code on its own clock, outside the "
+        "calls the harness times)",
+    ),
 )
 HARNESS_NAME = re.compile(r"\bkernelbot")

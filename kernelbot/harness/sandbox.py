@@ -81,6 +81,21 @@ class SandboxFailure(Exception):
         self.status, self.reason = status, reason
 
 
+# The compiler caches under a cache root (worker_env names each); a sandbox may write these and nothing else of
+# the root. The root also holds the trusted results (cached baselines: pipeline/baselines.py), which the
+# operator's own processes (PR code) could once rewrite, since the whole root was bound writable (attacker
+# round 58's reading): a forged eager or torch.compile baseline for a later run.
+COMPILER_CACHES = ("inductor", "triton", "cupy", "torch_extensions")
+
+
+def compiler_caches(cache_dir: Path) -> list[Path]:
+    """The compiler cache folders under `cache_dir`, made if missing (a bind needs its source)."""
+    folders = [cache_dir / name for name in COMPILER_CACHES]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
 def worker_env(cache_dir: Path | None, device: str = "cpu", gpu: str | None = None) -> dict[str, str]:
     """The environment of a process that runs untrusted code: an allow-list (jail.environment), plus ours;
     `gpu`: the one GPU it sees (a pool's pick), whatever this process sees."""
@@ -93,12 +108,15 @@ def worker_env(cache_dir: Path | None, device: str = "cpu", gpu: str | None = No
     if gpu is not None:
         extra["CUDA_VISIBLE_DEVICES"] = gpu
     if cache_dir is not None:
-        extra["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir / "inductor")
-        extra["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
-        extra["CUPY_CACHE_DIR"] = str(cache_dir / "cupy")
+        inductor, triton, cupy, extensions = (str(cache_dir / name) for name in COMPILER_CACHES)
+        extra["TORCHINDUCTOR_CACHE_DIR"], extra["TRITON_CACHE_DIR"], extra["CUPY_CACHE_DIR"] = (
+            inductor,
+            triton,
+            cupy,
+        )
         # load_inline's builds: by default under $HOME, which is the sandbox's own /tmp and gone when it ends,
         # so every evaluation of the same source rebuilt it (40+ s for a CUDA extension on an H100).
-        extra["TORCH_EXTENSIONS_DIR"] = str(cache_dir / "torch_extensions")
+        extra["TORCH_EXTENSIONS_DIR"] = extensions
     return jail.environment(extra)
 
 
@@ -231,7 +249,7 @@ class Sandbox:
         self._limit_mb = memory_limit_mb if limit is not None else None
 
         def jailed(caches: Path | None) -> dict[str, Any]:
-            writable = [caches] if caches is not None else []
+            writable = compiler_caches(caches) if caches is not None else []
             env = worker_env(caches, device, gpu)
             return {"mode": mode, "env": env, "readable": list(readable), "writable": writable}
 
