@@ -518,6 +518,14 @@ def test_the_operators_processes_write_compiler_caches_only_never_the_cached_bas
     assert (caches / "inductor" / "mine").exists()  # the compiler caches stay writable
 
 
+def test_a_signal_handler_installed_below_python_is_rejected(tmp_path: Path) -> None:
+    ev = _attack("native_signal_handler", tmp_path)
+    if DEVICE == "cpu":
+        assert ev.status == "rejected" and "signal handler below Python" in ev.reason, ev
+    found = scan((TRUST / "native_signal_handler.py").read_text())  # and the static check names the module
+    assert any("faulthandler" in f.message for f in found), found
+
+
 def test_a_candidate_cannot_choose_its_own_failure_status_or_fields(tmp_path: Path) -> None:
     ev = _attack("blame_operator", tmp_path)
     assert ev.status == "crashed" and not ev.ok  # not "operator_error", not ok

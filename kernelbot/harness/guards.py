@@ -406,6 +406,19 @@ def alone_in_pid_namespace() -> bool:
         return False
 
 
+def signal_state() -> tuple[bytes, int] | None:
+    """This process's caught signals as the kernel keeps them (the SigCgt mask: C handlers included, which
+    `signal.getsignal` does not see) and its count of POSIX timers; None where either cannot be read."""
+    try:
+        with _open("/proc/self/status", "rb") as handle:
+            caught = [line.split()[1] for line in handle.read().splitlines() if line.startswith(b"SigCgt:")]
+        with _open("/proc/self/timers", "rb") as handle:
+            timers = handle.read().count(b"ID:")
+    except (OSError, IndexError):
+        return None
+    return (caught[0], timers) if caught else None
+
+
 def child_processes() -> list[int]:
     pids: list[int] = []
     try:
@@ -427,8 +440,8 @@ class Integrity:
 
     __slots__ = (
         "_alone", "_children", "_classes", "_count_native", "_counting", "_data", "_flags", "_getters",
-        "_harness_kernels", "_identity", "_kernels", "_kinds", "_modes", "_native", "_ops", "_spaces",
-        "_tasks_from", "_threads",
+        "_harness_kernels", "_identity", "_kernels", "_kinds", "_modes", "_native", "_ops", "_signals",
+        "_spaces", "_tasks_from", "_threads",
     )  # fmt: skip
     FIXED = tuple(name for name in __slots__ if name not in ("_counting", "_tasks_from"))
 
@@ -439,6 +452,7 @@ class Integrity:
         count_native_threads: bool = False,
         ops: set[str] | None = None,
         traced: dict[str, types.ModuleType] | None = None,
+        watch_signals: bool = False,
     ) -> None:
         """`extra`: more modules or classes (name -> object) whose attributes must stay as they are.
         `count_native_threads`: threads no Python object stands for are refused too (honest code starts none
@@ -448,7 +462,9 @@ class Integrity:
         `traced`: modules whose functions the harness runs (the input factory's, run_by): their functions,
         classes and modules held by identity, their data by its type (plain data, or the class it had): their
         state changes honestly (torch.cuda's `_initialized`, linecache's cache), and data of a class of the
-        subject's would run its code where read."""
+        subject's would run its code where read.
+        `watch_signals`: a signal handler installed below Python, or a POSIX timer, is refused too (attacker
+        round 58's timer-driven C handler ran code on its own clock with no thread to count)."""
         frozen = types.MappingProxyType
         self._ops = tuple(sorted(set(HARNESS_OPS) | (ops or set())))
         self._count_native = count_native_threads
@@ -488,6 +504,7 @@ class Integrity:
         self._flags = frozen(precision_flags())
         self._threads = frozenset(_thread_ids())
         self._children = frozenset(child_processes())
+        self._signals = signal_state() if watch_signals else None
         # Taken before candidate code runs: a candidate that later puts a process beside this one (a
         # double fork, whose orphan no child list shows) must not turn the count below off.
         self._alone = count_native_threads and alone_in_pid_namespace()
@@ -611,6 +628,11 @@ class Integrity:
                     "started a thread or process once the timing was set up (the kernel's last task id moved: "
                     "it may have ended before the guard looked)"
                 )
+        if self._signals is not None and signal_state() != self._signals:
+            found.append(
+                "installed a signal handler below Python or a timer (code run on its own clock, outside the "
+                "calls the harness times), or made the process's signal state unreadable"
+            )
         new_children = set(child_processes()) - self._children
         if new_children:
             found.append(f"started {len(new_children)} child process(es)")

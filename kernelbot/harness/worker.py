@@ -133,6 +133,8 @@ class Subject:
                 count_native_threads=True,
                 ops=factory_ops,
                 traced=factory_modules,
+                # The CPU only until honest CUDA work (the driver, CuPy, Triton) is seen to install none.
+                watch_signals=self.device == "cpu",
             )
         # What the refresh needs of the operator, taken out of it now: the Operator (and its cases) keep
         # instance dictionaries, where a candidate that reached them could leave an object whose __eq__ the
