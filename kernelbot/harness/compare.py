@@ -156,16 +156,11 @@ def _golden_sums(o: torch.Tensor, r: torch.Tensor, g: torch.Tensor) -> tuple[tor
 
 
 def _golden_pass(
-    err_sq: torch.Tensor,
-    ref_sq: torch.Tensor,
-    g_sq: torch.Tensor,
-    count: torch.Tensor,
-    dtype: torch.dtype,
-    tiny: bool,
-    extra: float = 0.0,
+    sums: tuple[torch.Tensor, ...], dtype: torch.dtype, tiny: bool, extra: float = 0.0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The float64 rule on summed squares (whole outputs or blocks alike): passed, RMS error, reference's.
-    `extra`: added to the floor."""
+    """The float64 rule on _golden_sums' four sums (whole outputs or blocks alike): passed, RMS error,
+    reference's. `extra`: added to the floor."""
+    err_sq, ref_sq, g_sq, count = sums
     n = count.clamp_min(1.0)
     err, ref_err, scale = ((x / n).sqrt() for x in (err_sq, ref_sq, g_sq))
     floor = FLOOR_ROUNDINGS * torch.finfo(dtype).eps * scale + extra
@@ -173,23 +168,23 @@ def _golden_pass(
 
 
 def fp64_rule(
-    o: torch.Tensor, r: torch.Tensor, g: torch.Tensor, dtype: torch.dtype
-) -> tuple[bool, float, float]:
+    o: torch.Tensor,
+    r: torch.Tensor,
+    g: torch.Tensor,
+    dtype: torch.dtype,
+    blocks: torch.Tensor | None = None,
+) -> tuple[bool, float, float, torch.Tensor | None]:
     """Whether an output passes the float64 rule; its RMS error and the reference's, against float64 (over
-    the elements where the float64 reference is finite)."""
-    err_sq, ref_sq, g_sq, count = (x.sum().reshape(1) for x in _golden_sums(o, r, g))
-    passed, err, ref_err = _golden_pass(err_sq, ref_sq, g_sq, count, dtype, g.numel() <= TINY_NUMEL)
-    return bool(passed[0]), float(err[0]), float(ref_err[0])
-
-
-def fp64_blocks(
-    o: torch.Tensor, r: torch.Tensor, g: torch.Tensor, dtype: torch.dtype, blocks: torch.Tensor
-) -> torch.Tensor:
-    """Which of `blocks` (indices) pass the float64 rule taken over the block alone, with float32's smallest
-    normal number added to its floor."""
-    err_sq, ref_sq, g_sq, count = (x[blocks] for x in _golden_sums(o, r, g))
+    the elements where the float64 reference is finite). With `blocks` (indices): which of those blocks pass
+    the rule taken over the block alone, with float32's smallest normal number added to its floor (one pass
+    over the output serves both)."""
+    sums = _golden_sums(o, r, g)
     tiny = g.numel() <= TINY_NUMEL
-    return _golden_pass(err_sq, ref_sq, g_sq, count, dtype, tiny, torch.finfo(dtype).tiny)[0]
+    passed, err, ref_err = _golden_pass(tuple(x.sum().reshape(1) for x in sums), dtype, tiny)
+    kept = None
+    if blocks is not None:
+        kept = _golden_pass(tuple(x[blocks] for x in sums), dtype, tiny, torch.finfo(dtype).tiny)[0]
+    return bool(passed[0]), float(err[0]), float(ref_err[0]), kept
 
 
 def flatten(output: Any, who: str) -> list[torch.Tensor]:
@@ -286,13 +281,13 @@ def compare(
             if isinstance(g, str):
                 note = f"; the float64 check could not run: {g}"
             else:
-                passed, this.fp64_err, this.fp64_ref_err = fp64_rule(o, r, g[index], r.dtype)
+                blocks = off_scale.blocks if off_scale is not None else None
+                passed, this.fp64_err, this.fp64_ref_err, kept = fp64_rule(o, r, g[index], r.dtype, blocks)
                 note = (
                     f"; against float64 its RMS error is {this.fp64_err:.3g}, {this.fp64_ratio:.3g}x the float32 "
                     f"reference's {this.fp64_ref_err:.3g} (at most {GOLDEN_MULTIPLIER:g}x passes)"
                 )
-                if off_scale is not None:  # each block off its scale, by the rule over that block alone
-                    kept = fp64_blocks(o, r, g[index], r.dtype, off_scale.blocks)
+                if kept is not None:  # each block off its scale, by the rule over that block alone
                     passed = bool(kept.all())
                     note = (
                         f"; by the float64 rule over each such run alone (at most {GOLDEN_MULTIPLIER:g}x the float32 "

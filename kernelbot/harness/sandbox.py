@@ -85,12 +85,19 @@ class SandboxFailure(Exception):
 # the root. The root also holds the trusted results (cached baselines: pipeline/baselines.py), which the
 # operator's own processes (PR code) could once rewrite, since the whole root was bound writable (attacker
 # round 58's reading): a forged eager or torch.compile baseline for a later run.
-COMPILER_CACHES = ("inductor", "triton", "cupy", "torch_extensions")
+# load_inline's builds: by default under $HOME, which is the sandbox's own /tmp and gone when it ends, so every
+# evaluation of the same source rebuilt it (40+ s for a CUDA extension on an H100).
+COMPILER_CACHES = {
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+    "CUPY_CACHE_DIR": "cupy",
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",
+}
 
 
 def compiler_caches(cache_dir: Path) -> list[Path]:
     """The compiler cache folders under `cache_dir`, made if missing (a bind needs its source)."""
-    folders = [cache_dir / name for name in COMPILER_CACHES]
+    folders = [cache_dir / name for name in COMPILER_CACHES.values()]
     for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     return folders
@@ -108,15 +115,7 @@ def worker_env(cache_dir: Path | None, device: str = "cpu", gpu: str | None = No
     if gpu is not None:
         extra["CUDA_VISIBLE_DEVICES"] = gpu
     if cache_dir is not None:
-        inductor, triton, cupy, extensions = (str(cache_dir / name) for name in COMPILER_CACHES)
-        extra["TORCHINDUCTOR_CACHE_DIR"], extra["TRITON_CACHE_DIR"], extra["CUPY_CACHE_DIR"] = (
-            inductor,
-            triton,
-            cupy,
-        )
-        # load_inline's builds: by default under $HOME, which is the sandbox's own /tmp and gone when it ends,
-        # so every evaluation of the same source rebuilt it (40+ s for a CUDA extension on an H100).
-        extra["TORCH_EXTENSIONS_DIR"] = extensions
+        extra.update({variable: str(cache_dir / name) for variable, name in COMPILER_CACHES.items()})
     return jail.environment(extra)
 
 
